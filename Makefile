@@ -1,0 +1,24 @@
+GO ?= go
+BIN := bin
+
+.PHONY: all build test bench fmt vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/wmrl ./starter
+	$(GO) build -o $(BIN)/wmrl-worker ./worker
+
+vet:
+	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -count=1 ./...
+
+bench:
+	bash scripts/bench.sh
+
+clean:
+	rm -rf $(BIN)

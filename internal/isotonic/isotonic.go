@@ -1,0 +1,204 @@
+package isotonic
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Map is a fitted monotone non-decreasing map. Knots are strictly increasing
+// in X and non-decreasing in Y. A Map with no knots is the identity.
+// It is a plain value so that it can be stored (JSON) and carried across
+// workflow continue-as-new.
+type Map struct {
+	X []float64 `json:"x"`
+	Y []float64 `json:"y"`
+}
+
+// Identity reports whether m maps every score to itself (no knots).
+func (m Map) Identity() bool { return len(m.X) == 0 }
+
+// Apply maps v through m: linear interpolation between knots, clamped to the
+// first and last knot outside the fitted range. The identity map returns v.
+func (m Map) Apply(v float64) float64 {
+	n := len(m.X)
+	switch {
+	case n == 0:
+		return v
+	case v <= m.X[0]:
+		return m.Y[0]
+	case v >= m.X[n-1]:
+		return m.Y[n-1]
+	}
+	// Smallest i with X[i] > v; 1 <= i <= n-1.
+	i, _ := slices.BinarySearch(m.X, v)
+	if m.X[i] == v {
+		return m.Y[i]
+	}
+	x0, x1 := m.X[i-1], m.X[i]
+	y0, y1 := m.Y[i-1], m.Y[i]
+	return y0 + (y1-y0)*(v-x0)/(x1-x0)
+}
+
+// ApplyAll maps every element of src into dst, which must have the same length.
+func (m Map) ApplyAll(dst, src []float64) {
+	if len(dst) != len(src) {
+		panic(fmt.Sprintf("isotonic: ApplyAll length mismatch: dst %d, src %d", len(dst), len(src)))
+	}
+	for i, v := range src {
+		dst[i] = m.Apply(v)
+	}
+}
+
+// Validate checks the Map invariants: equal lengths, finite values, X strictly
+// increasing, Y non-decreasing.
+func (m Map) Validate() error {
+	if len(m.X) != len(m.Y) {
+		return fmt.Errorf("knots: %d x values but %d y values", len(m.X), len(m.Y))
+	}
+	for i := range m.X {
+		if !finite(m.X[i]) || !finite(m.Y[i]) {
+			return fmt.Errorf("knot %d: not finite (%v, %v)", i, m.X[i], m.Y[i])
+		}
+		if i > 0 && m.X[i] <= m.X[i-1] {
+			return fmt.Errorf("knot %d: x %v not above previous %v", i, m.X[i], m.X[i-1])
+		}
+		if i > 0 && m.Y[i] < m.Y[i-1] {
+			return fmt.Errorf("knot %d: y %v below previous %v", i, m.Y[i], m.Y[i-1])
+		}
+	}
+	return nil
+}
+
+// ErrEmpty is returned when there is nothing to fit.
+var ErrEmpty = errors.New("no points to fit")
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func checkInput(x, y, w []float64) error {
+	if len(x) != len(y) {
+		return fmt.Errorf("%d x values but %d y values", len(x), len(y))
+	}
+	if w != nil && len(w) != len(x) {
+		return fmt.Errorf("%d weights for %d points", len(w), len(x))
+	}
+	if len(x) == 0 {
+		return ErrEmpty
+	}
+	for i := range x {
+		if !finite(x[i]) {
+			return fmt.Errorf("point %d: x is %v", i, x[i])
+		}
+		if !finite(y[i]) {
+			return fmt.Errorf("point %d: y is %v", i, y[i])
+		}
+		if w != nil && (!finite(w[i]) || w[i] <= 0) {
+			return fmt.Errorf("point %d: weight %v is not positive", i, w[i])
+		}
+	}
+	return nil
+}
+
+type point struct{ x, y, w float64 }
+
+// Fit returns the weighted isotonic least-squares fit of y on x: the
+// non-decreasing step values that minimise sum w_i (y_i - f(x_i))^2.
+// Points with equal x are pooled first (weighted mean of y, summed weight).
+// w may be nil for unit weights. The fit is O(n log n) (the sort) and the
+// returned knots keep only the first and last x of each constant block, which
+// leaves predictions unchanged.
+func Fit(x, y, w []float64) (Map, error) {
+	if err := checkInput(x, y, w); err != nil {
+		return Map{}, err
+	}
+	pts := make([]point, len(x))
+	for i := range x {
+		wi := 1.0
+		if w != nil {
+			wi = w[i]
+		}
+		pts[i] = point{x[i], y[i], wi}
+	}
+	slices.SortFunc(pts, func(a, b point) int {
+		switch {
+		case a.x < b.x:
+			return -1
+		case a.x > b.x:
+			return 1
+		}
+		return 0
+	})
+	return fitSorted(pts), nil
+}
+
+// fitSorted pools ties and runs pool-adjacent-violators on points sorted by x.
+func fitSorted(pts []point) Map {
+	// Pool ties in x into unique points (in place).
+	u := pts[:0]
+	for _, p := range pts {
+		if n := len(u); n > 0 && u[n-1].x == p.x {
+			q := &u[n-1]
+			sw := q.w + p.w
+			q.y += (p.y - q.y) * p.w / sw
+			q.w = sw
+			continue
+		}
+		u = append(u, p)
+	}
+	// Pool adjacent violators. Each block keeps its first and last x, its
+	// weighted mean and total weight.
+	type block struct{ lo, hi, y, w float64 }
+	bs := make([]block, 0, len(u))
+	for _, p := range u {
+		b := block{p.x, p.x, p.y, p.w}
+		for n := len(bs); n > 0 && bs[n-1].y >= b.y; n = len(bs) {
+			prev := bs[n-1]
+			sw := prev.w + b.w
+			b = block{prev.lo, b.hi, (prev.y*prev.w + b.y*b.w) / sw, sw}
+			bs = bs[:n-1]
+		}
+		bs = append(bs, b)
+	}
+	m := Map{X: make([]float64, 0, 2*len(bs)), Y: make([]float64, 0, 2*len(bs))}
+	for _, b := range bs {
+		m.X = append(m.X, b.lo)
+		m.Y = append(m.Y, b.y)
+		if b.hi != b.lo {
+			m.X = append(m.X, b.hi)
+			m.Y = append(m.Y, b.y)
+		}
+	}
+	return m
+}
+
+// FitBinned is the binned variant kept for parity with published code: x is
+// cut into bins equal-width bins on [0,1] (values outside are clamped into the
+// end bins), each non-empty bin becomes one point at its mean x with the mean
+// y, weighted by its count, and the points are fitted by Fit.
+func FitBinned(x, y []float64, bins int) (Map, error) {
+	if bins < 1 {
+		return Map{}, fmt.Errorf("bins must be at least 1, got %d", bins)
+	}
+	if err := checkInput(x, y, nil); err != nil {
+		return Map{}, err
+	}
+	sx := make([]float64, bins)
+	sy := make([]float64, bins)
+	cnt := make([]float64, bins)
+	for i, v := range x {
+		b := int(v * float64(bins))
+		b = max(0, min(bins-1, b))
+		sx[b] += v
+		sy[b] += y[i]
+		cnt[b]++
+	}
+	pts := make([]point, 0, bins)
+	for b := range bins {
+		if cnt[b] > 0 {
+			pts = append(pts, point{sx[b] / cnt[b], sy[b] / cnt[b], cnt[b]})
+		}
+	}
+	// Bin means are increasing with the bin index, so pts is sorted.
+	return fitSorted(pts), nil
+}

@@ -1,0 +1,29 @@
+// Command wmrl is the command line of wmrl: offline calibration audits, the
+// built-in suite, and (later) training runs on Temporal.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "wmrl:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "wmrl",
+		Short:         "World-Model RL: GRPO post-training with a world model and an anchor stream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Each subcommand lives in its own file and is added here.
+	root.AddCommand()
+	return root
+}
