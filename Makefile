@@ -18,7 +18,7 @@ test: vet
 	$(GO) test -count=1 ./...
 
 bench:
-	bash scripts/bench.sh
+	bash internal/bench/bench.sh
 
 clean:
 	rm -rf $(BIN)
