@@ -1,0 +1,109 @@
+package debias
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/wmrl/wmrl/internal/isotonic"
+)
+
+// Fitting methods.
+const (
+	MethodPAVA   = "pava"   // weighted isotonic least squares on every pair
+	MethodBinned = "binned" // equal-width bins on [0,1], bin means, then PAVA
+)
+
+// Pair is one anchor pair: the world model's score of a trajectory and the
+// score of its real execution. Group names the GRPO group the trajectory
+// belongs to; it is optional and used only by the diagnostics ("" = no group).
+type Pair struct {
+	WM    float64 `json:"wm"`
+	Env   float64 `json:"env"`
+	Group string  `json:"group,omitempty"`
+}
+
+// Config says how the map is fitted.
+type Config struct {
+	// Method is MethodPAVA or MethodBinned.
+	Method string `json:"method"`
+	// Bins is the number of equal-width bins on [0,1] of MethodBinned.
+	Bins int `json:"bins"`
+	// MinPairs is the number of pairs (in the window) needed before the map
+	// leaves the identity.
+	MinPairs int `json:"min_pairs"`
+	// Window is 0 to fit on every pair of the run, or N > 0 to fit on the
+	// most recent N pairs only.
+	Window int `json:"window"`
+}
+
+// Default is the configuration used by training runs: PAVA on every pair of
+// the run, identity until 32 pairs (four anchor groups of eight) exist.
+func Default() Config {
+	return Config{Method: MethodPAVA, Bins: 10, MinPairs: 32, Window: 0}
+}
+
+// Validate reports the first invalid field, by its name.
+func (c Config) Validate() error {
+	switch {
+	case c.Method != MethodPAVA && c.Method != MethodBinned:
+		return fmt.Errorf("method: %q is not %q or %q", c.Method, MethodPAVA, MethodBinned)
+	case c.Bins < 1:
+		return fmt.Errorf("bins: %d, want at least 1", c.Bins)
+	case c.MinPairs < 0:
+		return fmt.Errorf("min_pairs: %d, want at least 0", c.MinPairs)
+	case c.Window < 0:
+		return fmt.Errorf("window: %d, want 0 (all pairs) or more", c.Window)
+	}
+	return nil
+}
+
+// Windowed returns the pairs the map is fitted on: the last Window pairs,
+// or all of them when Window is 0. The result shares memory with pairs.
+func (c Config) Windowed(pairs []Pair) []Pair {
+	if c.Window > 0 && len(pairs) > c.Window {
+		return pairs[len(pairs)-c.Window:]
+	}
+	return pairs
+}
+
+// Fit returns the calibration map for pairs under cfg: the identity (no
+// knots) while the window holds fewer than MinPairs pairs (or none), else the
+// isotonic fit of Env on WM over the window. Pairs must hold finite scores.
+func Fit(pairs []Pair, cfg Config) (isotonic.Map, error) {
+	if err := cfg.Validate(); err != nil {
+		return isotonic.Map{}, fmt.Errorf("debias config: %w", err)
+	}
+	w := cfg.Windowed(pairs)
+	if len(w) == 0 || len(w) < cfg.MinPairs {
+		return isotonic.Map{}, nil
+	}
+	x := make([]float64, len(w))
+	y := make([]float64, len(w))
+	for i, p := range w {
+		x[i], y[i] = p.WM, p.Env
+	}
+	var (
+		m   isotonic.Map
+		err error
+	)
+	if cfg.Method == MethodBinned {
+		m, err = isotonic.FitBinned(x, y, cfg.Bins)
+	} else {
+		m, err = isotonic.Fit(x, y, nil)
+	}
+	if err != nil {
+		return isotonic.Map{}, fmt.Errorf("fit %s: %w", cfg.Method, err)
+	}
+	return m, nil
+}
+
+// checkPair rejects pairs the fit cannot use.
+func checkPair(p Pair) error {
+	if math.IsNaN(p.WM) || math.IsInf(p.WM, 0) {
+		return fmt.Errorf("wm score %v is not finite", p.WM)
+	}
+	if math.IsNaN(p.Env) || math.IsInf(p.Env, 0) {
+		return fmt.Errorf("env score %v is not finite", p.Env)
+	}
+	return nil
+}
