@@ -1,0 +1,152 @@
+package denoise
+
+import (
+	"fmt"
+	"math"
+)
+
+// MinVarY is the population variance of the real scores below which a group
+// is degenerate and skipped.
+const MinVarY = 1e-9
+
+// CalFloor is the smallest η̂²_cal used as a denominator. A world model that
+// agreed exactly with every warm-up group freezes η̂²_cal = 0; ρ then uses
+// this floor instead, so it stays finite (and large as soon as any
+// disagreement appears, up to ρ_max when set).
+const CalFloor = 1e-12
+
+// GroupS2 returns the relative disagreement s² of one anchor group with
+// calibrated world-model scores d and real scores y:
+//
+//	s² = mean(((d − mean d) − (y − mean y))²) / var(y)
+//
+// with population variance. ok is false, and the group must be skipped,
+// when it has fewer than two trajectories, when var(y) < MinVarY, or when a
+// score is not finite. It panics when d and y differ in length.
+func GroupS2(d, y []float64) (s2 float64, ok bool) {
+	if len(d) != len(y) {
+		panic(fmt.Sprintf("denoise: GroupS2 length mismatch: %d world-model scores, %d real scores", len(d), len(y)))
+	}
+	n := len(y)
+	if n < 2 {
+		return 0, false
+	}
+	var md, my float64
+	for i := range y {
+		if !finite(d[i]) || !finite(y[i]) {
+			return 0, false
+		}
+		md += d[i]
+		my += y[i]
+	}
+	md /= float64(n)
+	my /= float64(n)
+	var vy, diff float64
+	for i := range y {
+		cy := y[i] - my
+		e := (d[i] - md) - cy
+		vy += cy * cy
+		diff += e * e
+	}
+	vy /= float64(n)
+	if vy < MinVarY {
+		return 0, false
+	}
+	return diff / float64(n) / vy, true
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// Config holds the denoiser's settings.
+type Config struct {
+	// HalfLife of the moving average of s², in groups: a group's weight
+	// halves after HalfLife more groups. Must be positive.
+	HalfLife float64 `json:"half_life"`
+	// WarmUp is the number of (non-degenerate) groups pushed before η̂²_cal
+	// is frozen. Must be at least 1.
+	WarmUp int `json:"warm_up"`
+	// RhoMax caps ρ; 0 means no cap, otherwise it must be at least 1.
+	RhoMax float64 `json:"rho_max"`
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if !finite(c.HalfLife) || c.HalfLife <= 0 {
+		return fmt.Errorf("half_life: %v, want a positive number of groups", c.HalfLife)
+	}
+	if c.WarmUp < 1 {
+		return fmt.Errorf("warm_up: %d, want at least 1 group", c.WarmUp)
+	}
+	if math.IsNaN(c.RhoMax) || (c.RhoMax != 0 && c.RhoMax < 1) {
+		return fmt.Errorf("rho_max: %v, want 0 (no cap) or at least 1", c.RhoMax)
+	}
+	return nil
+}
+
+// Alpha is the moving-average weight of a new s², 1 − 2^(−1/HalfLife).
+func (c Config) Alpha() float64 {
+	return -math.Expm1(-math.Ln2 / c.HalfLife)
+}
+
+// State is the denoiser's running state, carried by the run workflow and
+// stored with each step.
+type State struct {
+	// Eta2 is η̂², the moving average of the pushed s² values.
+	Eta2 float64 `json:"eta2"`
+	// Groups counts the pushed (non-degenerate) groups.
+	Groups int `json:"groups"`
+	// Eta2Cal is η̂²_cal, frozen once Groups reaches the warm-up.
+	Eta2Cal float64 `json:"eta2_cal"`
+	// Calibrated is true once Eta2Cal is frozen.
+	Calibrated bool `json:"calibrated"`
+}
+
+// Push adds the s² of one non-degenerate group (see GroupS2). The first value
+// initialises η̂²; later ones update it by η̂² ← (1−α)·η̂² + α·s². When the
+// number of pushed groups reaches cfg.WarmUp, η̂²_cal is frozen to η̂², once.
+// It panics on a negative or non-finite s² or an invalid cfg, which are
+// caller bugs: GroupS2 never returns them with ok true, and configurations
+// are validated where they are read.
+func (s *State) Push(cfg Config, s2 float64) {
+	if err := cfg.Validate(); err != nil {
+		panic("denoise: Push with invalid config: " + err.Error())
+	}
+	if !finite(s2) || s2 < 0 {
+		panic(fmt.Sprintf("denoise: Push(%v): s² must be finite and non-negative", s2))
+	}
+	if s.Groups == 0 {
+		s.Eta2 = s2
+	} else {
+		a := cfg.Alpha()
+		s.Eta2 = (1-a)*s.Eta2 + a*s2
+	}
+	s.Groups++
+	if !s.Calibrated && s.Groups >= cfg.WarmUp {
+		s.Eta2Cal = s.Eta2
+		s.Calibrated = true
+	}
+}
+
+// Observe computes GroupS2(d, y) and pushes it when the group is not
+// degenerate. It reports whether the group was pushed.
+func (s *State) Observe(cfg Config, d, y []float64) bool {
+	s2, ok := GroupS2(d, y)
+	if ok {
+		s.Push(cfg, s2)
+	}
+	return ok
+}
+
+// Rho returns the anchor weight ρ: exactly 1 before warm-up, then
+// 1 + η̂²/max(η̂²_cal, CalFloor), capped at cfg.RhoMax when that is set.
+// It is never below 1.
+func (s State) Rho(cfg Config) float64 {
+	if !s.Calibrated {
+		return 1
+	}
+	rho := 1 + s.Eta2/max(s.Eta2Cal, CalFloor)
+	if cfg.RhoMax > 0 && rho > cfg.RhoMax {
+		rho = cfg.RhoMax
+	}
+	return max(rho, 1)
+}

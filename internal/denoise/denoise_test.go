@@ -1,0 +1,359 @@
+package denoise
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestGroupS2(t *testing.T) {
+	tests := []struct {
+		name   string
+		d, y   []float64
+		want   float64
+		wantOK bool
+	}{
+		{name: "empty", wantOK: false},
+		{name: "one trajectory", d: []float64{0.3}, y: []float64{0.7}, wantOK: false},
+		{name: "constant real scores", d: []float64{0.1, 0.9}, y: []float64{0.5, 0.5}, wantOK: false},
+		{name: "tiny real variance", d: []float64{0.1, 0.9}, y: []float64{0.5, 0.5 + 1e-5}, wantOK: false},
+		{name: "NaN", d: []float64{math.NaN(), 0.9}, y: []float64{0.1, 0.5}, wantOK: false},
+		{name: "exact agreement", d: []float64{0.1, 0.5, 0.9}, y: []float64{0.1, 0.5, 0.9}, want: 0, wantOK: true},
+		{name: "shift is free", d: []float64{0.3, 0.7, 1.1}, y: []float64{0.1, 0.5, 0.9}, want: 0, wantOK: true},
+		// d constant: the centred difference is -(y - mean y), so s² = var/var = 1.
+		{name: "constant world model", d: []float64{0.4, 0.4, 0.4, 0.4}, y: []float64{0, 1, 0, 1}, want: 1, wantOK: true},
+		// d reversed around the mean: difference is -2(y - mean y), s² = 4.
+		{name: "reversed", d: []float64{1, 0}, y: []float64{0, 1}, want: 4, wantOK: true},
+		// By hand: y = (0, 0.5, 1), mean 0.5, var = 1/6; d = (0, 1, 1), mean 2/3,
+		// centred (-2/3, 1/3, 1/3) minus (-1/2, 0, 1/2) = (-1/6, 1/3, -1/6);
+		// mean square = (1/36 + 1/9 + 1/36)/3 = 1/18; s² = (1/18)/(1/6) = 1/3.
+		{name: "by hand", d: []float64{0, 1, 1}, y: []float64{0, 0.5, 1}, want: 1.0 / 3, wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := GroupS2(tt.d, tt.y)
+			if ok != tt.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
+			}
+			if ok && math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("s2 = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGroupS2LengthMismatchPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic")
+		}
+	}()
+	GroupS2([]float64{1, 2}, []float64{1})
+}
+
+func TestGroupS2Properties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 16).Draw(t, "n")
+		y := rapid.SliceOfN(rapid.Float64Range(0, 1), n, n).Draw(t, "y")
+		d := rapid.SliceOfN(rapid.Float64Range(0, 1), n, n).Draw(t, "d")
+		s2, ok := GroupS2(d, y)
+		if !ok {
+			return
+		}
+		if s2 < 0 || !finite(s2) {
+			t.Fatalf("s2 = %v", s2)
+		}
+		// Invariant to shifting either side and to permuting the pairs together.
+		shift := rapid.Float64Range(-1, 1).Draw(t, "shift")
+		d2 := make([]float64, n)
+		for i := range d {
+			d2[i] = d[n-1-i] + shift
+		}
+		y2 := make([]float64, n)
+		for i := range y {
+			y2[i] = y[n-1-i]
+		}
+		s2b, ok := GroupS2(d2, y2)
+		if !ok || math.Abs(s2b-s2) > 1e-9*(1+s2) {
+			t.Fatalf("shifted and reversed: %v, %v; want %v", s2b, ok, s2)
+		}
+		// Agreement gives zero.
+		if z, _ := GroupS2(y, y); z != 0 {
+			t.Fatalf("GroupS2(y, y) = %v", z)
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      Config
+		wantField string // "" for valid
+	}{
+		{name: "valid", give: Config{HalfLife: 50, WarmUp: 20}},
+		{name: "valid cap", give: Config{HalfLife: 0.5, WarmUp: 1, RhoMax: 1}},
+		{name: "zero half-life", give: Config{HalfLife: 0, WarmUp: 20}, wantField: "half_life"},
+		{name: "infinite half-life", give: Config{HalfLife: math.Inf(1), WarmUp: 20}, wantField: "half_life"},
+		{name: "no warm-up", give: Config{HalfLife: 50, WarmUp: 0}, wantField: "warm_up"},
+		{name: "cap below one", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: 0.5}, wantField: "rho_max"},
+		{name: "negative cap", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: -1}, wantField: "rho_max"},
+		{name: "NaN cap", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: math.NaN()}, wantField: "rho_max"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			switch {
+			case tt.wantField == "" && err != nil:
+				t.Errorf("unexpected error %v", err)
+			case tt.wantField != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantField+":")):
+				t.Errorf("error %v, want one naming %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestAlpha(t *testing.T) {
+	for _, h := range []float64{0.25, 1, 3, 50, 1e4} {
+		cfg := Config{HalfLife: h, WarmUp: 1}
+		if got, want := cfg.Alpha(), 1-math.Pow(2, -1/h); math.Abs(got-want) > 1e-15 {
+			t.Errorf("Alpha(H=%v) = %v, want %v", h, got, want)
+		}
+	}
+}
+
+func TestPushHalfLife(t *testing.T) {
+	// Start at 1, then push zeros: after HalfLife pushes η̂² is 1/2, after
+	// 2·HalfLife it is 1/4.
+	cfg := Config{HalfLife: 10, WarmUp: 1}
+	var s State
+	s.Push(cfg, 1)
+	if s.Eta2 != 1 {
+		t.Fatalf("first push sets Eta2 = %v, want 1", s.Eta2)
+	}
+	for i := 1; i <= 20; i++ {
+		s.Push(cfg, 0)
+		if i == 10 && math.Abs(s.Eta2-0.5) > 1e-12 {
+			t.Errorf("after 10 pushes Eta2 = %v, want 0.5", s.Eta2)
+		}
+	}
+	if math.Abs(s.Eta2-0.25) > 1e-12 {
+		t.Errorf("after 20 pushes Eta2 = %v, want 0.25", s.Eta2)
+	}
+	if s.Groups != 21 {
+		t.Errorf("Groups = %d, want 21", s.Groups)
+	}
+}
+
+func TestWarmUpFreezesOnce(t *testing.T) {
+	cfg := Config{HalfLife: 2, WarmUp: 3}
+	var s State
+	for i, v := range []float64{0.2, 0.4, 0.6} {
+		if s.Rho(cfg) != 1 {
+			t.Fatalf("before push %d: rho = %v, want exactly 1", i, s.Rho(cfg))
+		}
+		s.Push(cfg, v)
+	}
+	if !s.Calibrated || s.Eta2Cal != s.Eta2 {
+		t.Fatalf("after warm-up: %+v, want Eta2Cal == Eta2 and calibrated", s)
+	}
+	cal := s.Eta2Cal
+	if got := s.Rho(cfg); got != 2 {
+		t.Errorf("rho right after warm-up = %v, want 2", got)
+	}
+	for range 10 {
+		s.Push(cfg, 5)
+	}
+	if s.Eta2Cal != cal {
+		t.Errorf("Eta2Cal moved from %v to %v", cal, s.Eta2Cal)
+	}
+	if got := s.Rho(cfg); got <= 2 {
+		t.Errorf("rho after worse groups = %v, want above 2", got)
+	}
+}
+
+func TestRhoProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := Config{
+			HalfLife: rapid.Float64Range(0.5, 100).Draw(t, "halfLife"),
+			WarmUp:   rapid.IntRange(1, 30).Draw(t, "warmUp"),
+		}
+		if rapid.Bool().Draw(t, "capped") {
+			cfg.RhoMax = rapid.Float64Range(1, 20).Draw(t, "rhoMax")
+		}
+		s2s := rapid.SliceOfN(rapid.Float64Range(0, 10), 0, 60).Draw(t, "s2")
+		var s State
+		for i, v := range s2s {
+			s.Push(cfg, v)
+			rho := s.Rho(cfg)
+			if i+1 < cfg.WarmUp && rho != 1 {
+				t.Fatalf("rho = %v before warm-up (%d of %d groups), want exactly 1", rho, i+1, cfg.WarmUp)
+			}
+			if rho < 1 || math.IsNaN(rho) || math.IsInf(rho, 0) {
+				t.Fatalf("rho = %v", rho)
+			}
+			if cfg.RhoMax > 0 && rho > cfg.RhoMax {
+				t.Fatalf("rho = %v above cap %v", rho, cfg.RhoMax)
+			}
+		}
+		if !s.Calibrated {
+			return
+		}
+		// More disagreement after warm-up gives a larger rho: push a low and
+		// a high s² into copies of the same state.
+		lo := rapid.Float64Range(0, 10).Draw(t, "lo")
+		hi := lo + rapid.Float64Range(1e-3, 10).Draw(t, "gap")
+		a, b := s, s
+		a.Push(cfg, lo)
+		b.Push(cfg, hi)
+		ra, rb := a.Rho(cfg), b.Rho(cfg)
+		if rb < ra {
+			t.Fatalf("rho %v after s2=%v below rho %v after s2=%v", rb, hi, ra, lo)
+		}
+		uncapped := cfg
+		uncapped.RhoMax = 0
+		if a.Eta2Cal > 0 && b.Rho(uncapped) <= a.Rho(uncapped) {
+			t.Fatalf("uncapped rho did not rise: %v then %v", a.Rho(uncapped), b.Rho(uncapped))
+		}
+	})
+}
+
+func TestRhoZeroCalibration(t *testing.T) {
+	// A world model that agreed exactly during warm-up freezes Eta2Cal = 0.
+	cfg := Config{HalfLife: 5, WarmUp: 2}
+	var s State
+	s.Push(cfg, 0)
+	s.Push(cfg, 0)
+	if got := s.Rho(cfg); got != 1 {
+		t.Errorf("no disagreement at all: rho = %v, want 1", got)
+	}
+	s.Push(cfg, 0.5)
+	got := s.Rho(cfg)
+	if math.IsInf(got, 0) || math.IsNaN(got) || got < 1e6 {
+		t.Errorf("uncapped rho after disagreement = %v, want finite and huge", got)
+	}
+	cfg.RhoMax = 50
+	if got := s.Rho(cfg); got != 50 {
+		t.Errorf("capped rho = %v, want 50", got)
+	}
+}
+
+func TestObserveSkipsDegenerate(t *testing.T) {
+	cfg := Config{HalfLife: 5, WarmUp: 1}
+	var s State
+	if s.Observe(cfg, []float64{0.1, 0.9}, []float64{0.5, 0.5}) {
+		t.Error("degenerate group was pushed")
+	}
+	if s != (State{}) {
+		t.Errorf("state changed by a degenerate group: %+v", s)
+	}
+	if !s.Observe(cfg, []float64{0, 1, 1}, []float64{0, 0.5, 1}) {
+		t.Error("valid group not pushed")
+	}
+	if s.Groups != 1 || math.Abs(s.Eta2-1.0/3) > 1e-12 {
+		t.Errorf("state %+v, want one group with Eta2 1/3", s)
+	}
+}
+
+func TestPushPanicsOnBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		s2   float64
+	}{
+		{name: "negative", cfg: Config{HalfLife: 1, WarmUp: 1}, s2: -1},
+		{name: "NaN", cfg: Config{HalfLife: 1, WarmUp: 1}, s2: math.NaN()},
+		{name: "bad config", cfg: Config{}, s2: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			var s State
+			s.Push(tt.cfg, tt.s2)
+		})
+	}
+}
+
+func TestStateJSON(t *testing.T) {
+	s := State{Eta2: 0.25, Groups: 12, Eta2Cal: 0.125, Calibrated: true}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"eta2":0.25,"groups":12,"eta2_cal":0.125,"calibrated":true}`; string(b) != want {
+		t.Errorf("JSON = %s, want %s", b, want)
+	}
+	var back State
+	if err := json.Unmarshal(b, &back); err != nil || back != s {
+		t.Errorf("round trip %+v, %v", back, err)
+	}
+}
+
+// noisyGroup returns real scores y ~ U(0,1) and world-model scores d: the
+// real scores plus N(0, sd²) noise when accurate, independent U(0,1) draws
+// when pure noise.
+func noisyGroup(r *rand.Rand, n int, pureNoise bool, sd float64) (d, y []float64) {
+	d, y = make([]float64, n), make([]float64, n)
+	for i := range y {
+		y[i] = r.Float64()
+		if pureNoise {
+			d[i] = r.Float64()
+		} else {
+			d[i] = y[i] + sd*r.NormFloat64()
+		}
+	}
+	return d, y
+}
+
+func TestRhoWorldModelDegrades(t *testing.T) {
+	// Accurate during warm-up: noise sd 0.03 on scores with variance 1/12
+	// gives a ratio of expectations 0.0009/0.0833 ≈ 0.011; the expected
+	// ratio is larger (about 0.02 with n = 8) because 1/var(y) of eight
+	// draws is skewed upwards. Then pure noise: d independent of y with equal
+	// variance, so s² ≈ 2 by the same reasoning. ρ should climb to about
+	// 1 + 2/0.02 ≈ 100; the seeded run below gives 113 and we require 80.
+	r := rand.New(rand.NewPCG(1, 2))
+	cfg := Config{HalfLife: 20, WarmUp: 40}
+	var s State
+	for s.Groups < cfg.WarmUp {
+		d, y := noisyGroup(r, 8, false, 0.03)
+		s.Observe(cfg, d, y)
+	}
+	if got := s.Rho(cfg); got != 2 {
+		t.Fatalf("rho at calibration = %v, want 2", got)
+	}
+	for range 200 {
+		d, y := noisyGroup(r, 8, true, 0)
+		s.Observe(cfg, d, y)
+	}
+	got := s.Rho(cfg)
+	t.Logf("eta2_cal %.4f, eta2 %.3f, rho %.1f", s.Eta2Cal, s.Eta2, got)
+	if got < 80 {
+		t.Errorf("rho = %v after the world model became noise, want at least 80", got)
+	}
+}
+
+func TestRhoNoisyFromStart(t *testing.T) {
+	// The frozen calibration compares the world model with itself at
+	// warm-up: pure noise from the first group gives η̂² ≈ η̂²_cal and ρ ≈ 2.
+	// The EMA fluctuates around its mean, so allow [1.3, 3].
+	r := rand.New(rand.NewPCG(3, 4))
+	cfg := Config{HalfLife: 20, WarmUp: 40}
+	var s State
+	for range 400 {
+		d, y := noisyGroup(r, 8, true, 0)
+		s.Observe(cfg, d, y)
+	}
+	got := s.Rho(cfg)
+	t.Logf("eta2_cal %.3f, eta2 %.3f, rho %.2f", s.Eta2Cal, s.Eta2, got)
+	if got < 1.3 || got > 3 {
+		t.Errorf("rho = %v for a world model noisy from the start, want about 2", got)
+	}
+}
