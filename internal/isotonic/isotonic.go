@@ -1,6 +1,7 @@
 package isotonic
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -38,7 +39,9 @@ func (m Map) Apply(v float64) float64 {
 	}
 	x0, x1 := m.X[i-1], m.X[i]
 	y0, y1 := m.Y[i-1], m.Y[i]
-	return y0 + (y1-y0)*(v-x0)/(x1-x0)
+	// Rounding can overshoot y1 by an ulp near the right knot; clamping to
+	// [y0, y1] keeps Apply non-decreasing across segments.
+	return min(max(y0+(y1-y0)*(v-x0)/(x1-x0), y0), y1)
 }
 
 // ApplyAll maps every element of src into dst, which must have the same length.
@@ -187,8 +190,7 @@ func FitBinned(x, y []float64, bins int) (Map, error) {
 	sy := make([]float64, bins)
 	cnt := make([]float64, bins)
 	for i, v := range x {
-		b := int(v * float64(bins))
-		b = max(0, min(bins-1, b))
+		b := binOf(v, bins)
 		sx[b] += v
 		sy[b] += y[i]
 		cnt[b]++
@@ -199,6 +201,22 @@ func FitBinned(x, y []float64, bins int) (Map, error) {
 			pts = append(pts, point{sx[b] / cnt[b], sy[b] / cnt[b], cnt[b]})
 		}
 	}
-	// Bin means are increasing with the bin index, so pts is sorted.
+	// Bin means increase with the bin index, but a rounded mean can pass the
+	// next bin's by an ulp in degenerate cases: sort to be safe (ties pool).
+	slices.SortStableFunc(pts, func(a, b point) int { return cmp.Compare(a.x, b.x) })
 	return fitSorted(pts), nil
+}
+
+// binOf returns the equal-width bin of v on [0,1], values outside clamped
+// into the end bins. It compares in float64 first so that huge values do not
+// overflow the int conversion.
+func binOf(v float64, bins int) int {
+	f := v * float64(bins)
+	switch {
+	case f < 1:
+		return 0
+	case f >= float64(bins-1):
+		return bins - 1
+	}
+	return int(f)
 }
