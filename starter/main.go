@@ -24,6 +24,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	// Each subcommand lives in its own file and is added here.
-	root.AddCommand()
+	root.AddCommand(newCalibrateCmd())
 	return root
 }
