@@ -1,0 +1,319 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// Policy is the model with its optimiser state. It is not safe for
+// concurrent use: Update changes it in place.
+type Policy struct {
+	cfg      Config
+	g        Grammar
+	l        layout
+	vocab    [32]byte // fingerprint of the grammar's vocabulary
+	initSeed uint64
+	step     uint64    // updates applied so far
+	theta    []float64 // parameters
+	m, v     []float64 // Adam moments
+	ref      []float64 // initial parameters, for the KL term
+}
+
+// pcgStream is the second PCG word; any fixed value works, it only has to
+// stay fixed.
+const (
+	pcgStreamInit   = 0x706f6c6963792d69 // "policy-i"
+	pcgStreamSample = 0x706f6c6963792d73 // "policy-s"
+)
+
+// Init returns the initial policy for cfg and g, a deterministic function of
+// cfg, the grammar's vocabulary and seed. Weights are Gaussian with standard
+// deviation InitScale/sqrt(fan-in); the bigram and card-to-logit terms and
+// the biases start at zero, except for the logit biases set by SimpleBias.
+func Init(cfg Config, g Grammar, seed uint64) (*Policy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("policy config: %w", err)
+	}
+	if err := checkGrammar(g, cfg); err != nil {
+		return nil, err
+	}
+	l := newLayout(cfg)
+	p := &Policy{
+		cfg: cfg, g: g, l: l, vocab: vocabHash(g.Vocab()), initSeed: seed,
+		theta: make([]float64, l.n), m: make([]float64, l.n), v: make([]float64, l.n),
+	}
+	r := rand.New(rand.NewPCG(seed, pcgStreamInit))
+	fill := func(off, size int, std float64) {
+		for i := off; i < off+size; i++ {
+			p.theta[i] = std * r.NormFloat64()
+		}
+	}
+	s := cfg.InitScale
+	fill(l.wc, l.h*l.c, s/math.Sqrt(float64(l.c)))
+	fill(l.eprev, (l.v+1)*l.h, s/math.Sqrt(3))
+	fill(l.epos, l.p*l.h, s/math.Sqrt(3))
+	fill(l.wbag, l.v*l.h, s/math.Sqrt(3*float64(l.p)))
+	fill(l.u, l.v*l.h, s/math.Sqrt(float64(l.h)))
+	if cfg.SimpleBias > 0 {
+		if c, ok := g.(Coster); ok {
+			for tok := range l.v {
+				p.theta[l.b2+tok] = -cfg.SimpleBias * c.Cost(tok)
+			}
+		} else {
+			p.theta[l.b2+g.EOS()] = cfg.SimpleBias
+		}
+	}
+	p.ref = append([]float64(nil), p.theta...)
+	return p, nil
+}
+
+// Config returns the policy's configuration.
+func (p *Policy) Config() Config { return p.cfg }
+
+// Step returns the number of updates applied since Init.
+func (p *Policy) Step() uint64 { return p.step }
+
+// NumParams returns the number of model parameters.
+func (p *Policy) NumParams() int { return p.l.n }
+
+// Clone returns an independent copy of p (sharing only the grammar).
+func (p *Policy) Clone() *Policy {
+	q := *p
+	q.theta = append([]float64(nil), p.theta...)
+	q.m = append([]float64(nil), p.m...)
+	q.v = append([]float64(nil), p.v...)
+	q.ref = append([]float64(nil), p.ref...)
+	return &q
+}
+
+// Sample is one sampled token sequence.
+type Sample struct {
+	// Tokens is the sequence as the grammar sees it, ending with EOS.
+	Tokens []int `json:"tokens"`
+	// LogProb is log π(Tokens | card), the sum over positions.
+	LogProb float64 `json:"log_prob"`
+}
+
+// Sample draws one token sequence for card, a deterministic function of the
+// policy, card and seed. Derive seed from (run seed, step, group, sample)
+// so that every trajectory has its own stream.
+func (p *Policy) Sample(card []float64, seed uint64) (Sample, error) {
+	l := &p.l
+	if len(card) != l.c {
+		return Sample{}, fmt.Errorf("card has %d values, want %d", len(card), l.c)
+	}
+	r := rand.New(rand.NewPCG(seed, pcgStreamSample))
+	st := l.seqTerms(p.theta, card)
+	bag := make([]float64, l.h)
+	h := make([]float64, l.h)
+	lp := make([]float64, 0, l.v)
+	eos := p.g.EOS()
+	var out Sample
+	prev := l.v
+	for t := 0; ; t++ {
+		if t >= l.p {
+			return Sample{}, fmt.Errorf("sample: no EOS within max length %d", l.p)
+		}
+		legal := p.g.Legal(out.Tokens)
+		var tok int
+		switch len(legal) {
+		case 0:
+			return Sample{}, fmt.Errorf("sample: grammar allows no token after %v", out.Tokens)
+		case 1:
+			tok = legal[0]
+		default:
+			lp = lp[:len(legal)]
+			l.hidden(p.theta, st, prev, t, bag, h)
+			l.logProbs(p.theta, st, prev, h, legal, lp)
+			i := draw(r.Float64(), lp)
+			tok = legal[i]
+			out.LogProb += lp[i]
+		}
+		if tok < 0 || tok >= l.v {
+			return Sample{}, fmt.Errorf("sample: grammar returned token %d outside the vocabulary", tok)
+		}
+		out.Tokens = append(out.Tokens, tok)
+		if tok == eos {
+			return out, nil
+		}
+		floats.Add(bag, row(p.theta, l.wbag, tok, l.h))
+		prev = tok
+	}
+}
+
+// draw inverts the cumulative distribution of exp(lp) at u in [0, 1).
+func draw(u float64, lp []float64) int {
+	acc := 0.0
+	for i, x := range lp {
+		acc += math.Exp(x)
+		if u < acc {
+			return i
+		}
+	}
+	return len(lp) - 1 // u beyond the rounded total
+}
+
+// LogProb returns log π(tokens | card). It fails when a token is not legal
+// after its prefix.
+func (p *Policy) LogProb(card []float64, tokens []int) (float64, error) {
+	_, lp, err := p.l.forward(p.g, p.theta, nil, card, tokens)
+	return lp, err
+}
+
+// Example is one trajectory of an update batch.
+type Example struct {
+	Card   []float64 `json:"card"`
+	Tokens []int     `json:"tokens"`
+	// Advantage is A_i, the group-relative advantage.
+	Advantage float64 `json:"advantage"`
+	// Weight is w_i >= 0: ρ for an anchor trajectory, 1 for a world-model
+	// one (DESIGN.md); 0 removes the trajectory from the update.
+	Weight float64 `json:"weight"`
+}
+
+// UpdateStats describes one update; the objective and KL are measured at
+// the parameters before the step.
+type UpdateStats struct {
+	// Step is the policy's step after the update.
+	Step uint64 `json:"step"`
+	// Objective is L(θ), the weighted mean of A_i log π(τ_i) − β KL_i.
+	Objective float64 `json:"objective"`
+	// KL is the weighted mean of the per-trajectory KL estimate to the
+	// reference (0 when β = 0, since it is not computed).
+	KL float64 `json:"kl"`
+	// GradNorm is the Euclidean norm of ∇L before clipping.
+	GradNorm float64 `json:"grad_norm"`
+	// Clipped reports whether the gradient was rescaled to ClipNorm.
+	Clipped bool `json:"clipped"`
+	// WeightSum is Σ w_i.
+	WeightSum float64 `json:"weight_sum"`
+	// Trajectories counts the examples with a positive weight.
+	Trajectories int `json:"trajectories"`
+}
+
+// Update applies one fused GRPO step on batch: it computes
+//
+//	g = ∇θ Σ_i w_i [A_i log π(τ_i) − β Σ_t KL_t(τ_i)] / Σ_i w_i
+//
+// clips it when ClipNorm > 0, and takes one Adam ascent step. The batch is
+// processed in order. On error the policy is unchanged.
+func (p *Policy) Update(batch []Example) (UpdateStats, error) {
+	grad, stats, err := p.gradient(p.theta, batch)
+	if err != nil {
+		return UpdateStats{}, err
+	}
+	norm := 0.0
+	for _, x := range grad {
+		norm += x * x
+	}
+	norm = math.Sqrt(norm)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return UpdateStats{}, errors.New("update: gradient not finite")
+	}
+	stats.GradNorm = norm
+	if c := p.cfg.ClipNorm; c > 0 && norm > c {
+		s := c / norm
+		for i := range grad {
+			grad[i] *= s
+		}
+		stats.Clipped = true
+	}
+	t := p.step + 1
+	b1, b2 := p.cfg.Beta1, p.cfg.Beta2
+	c1 := 1 - math.Pow(b1, float64(t))
+	c2 := 1 - math.Pow(b2, float64(t))
+	lr, eps := p.cfg.LearningRate, p.cfg.AdamEps
+	theta := append([]float64(nil), p.theta...)
+	m := append([]float64(nil), p.m...)
+	v := append([]float64(nil), p.v...)
+	for i, gi := range grad {
+		m[i] = b1*m[i] + (1-b1)*gi
+		v[i] = b2*v[i] + (1-b2)*gi*gi
+		theta[i] += lr * (m[i] / c1) / (math.Sqrt(v[i]/c2) + eps)
+	}
+	for _, x := range theta {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return UpdateStats{}, errors.New("update: parameters not finite")
+		}
+	}
+	p.theta, p.m, p.v, p.step = theta, m, v, t
+	stats.Step = t
+	return stats, nil
+}
+
+// checkBatch validates a batch and returns Σ w_i.
+func (p *Policy) checkBatch(batch []Example) (float64, error) {
+	if len(batch) == 0 {
+		return 0, errors.New("update: empty batch")
+	}
+	wsum := 0.0
+	for i, e := range batch {
+		switch {
+		case math.IsNaN(e.Weight) || math.IsInf(e.Weight, 0) || e.Weight < 0:
+			return 0, fmt.Errorf("update: example %d: weight %v: want finite and >= 0", i, e.Weight)
+		case math.IsNaN(e.Advantage) || math.IsInf(e.Advantage, 0):
+			return 0, fmt.Errorf("update: example %d: advantage not finite", i)
+		case len(e.Card) != p.l.c:
+			return 0, fmt.Errorf("update: example %d: card has %d values, want %d", i, len(e.Card), p.l.c)
+		}
+		for _, x := range e.Card {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return 0, fmt.Errorf("update: example %d: card not finite", i)
+			}
+		}
+		wsum += e.Weight
+	}
+	if wsum <= 0 {
+		return 0, errors.New("update: weights sum to 0")
+	}
+	return wsum, nil
+}
+
+// gradient returns ∇L at theta and L itself (in the stats).
+func (p *Policy) gradient(theta []float64, batch []Example) ([]float64, UpdateStats, error) {
+	wsum, err := p.checkBatch(batch)
+	if err != nil {
+		return nil, UpdateStats{}, err
+	}
+	beta := p.cfg.KLCoef
+	var ref []float64
+	if beta > 0 {
+		ref = p.ref
+	}
+	grad := make([]float64, p.l.n)
+	var stats UpdateStats
+	stats.WeightSum = wsum
+	for i, e := range batch {
+		if e.Weight == 0 {
+			continue
+		}
+		caches, lp, err := p.l.forward(p.g, theta, ref, e.Card, e.Tokens)
+		if err != nil {
+			return nil, UpdateStats{}, fmt.Errorf("update: example %d: %w", i, err)
+		}
+		kl := 0.0
+		if ref != nil {
+			for _, c := range caches {
+				if c.lq != nil {
+					kl += klOf(c.lp, c.lq)
+				}
+			}
+		}
+		w := e.Weight / wsum
+		stats.Objective += w * (e.Advantage*lp - beta*kl)
+		stats.KL += w * kl
+		stats.Trajectories++
+		p.l.backward(theta, e.Card, e.Tokens, caches, w*e.Advantage, w*beta, grad)
+	}
+	return grad, stats, nil
+}
+
+// objective returns L at theta (used by the gradient check).
+func (p *Policy) objective(theta []float64, batch []Example) (float64, error) {
+	_, stats, err := p.gradient(theta, batch)
+	return stats.Objective, err
+}
