@@ -1,0 +1,48 @@
+package executor
+
+import (
+	"fmt"
+	"runtime/debug"
+	"syscall"
+)
+
+// maxOpenFiles covers stdin, stdout, stderr and the runtime's own descriptors.
+const maxOpenFiles = 32
+
+// Apply sets the limits of s on the current process.
+func (s Setup) Apply() error {
+	if s.SoftMemoryBytes > 0 {
+		debug.SetMemoryLimit(s.SoftMemoryBytes)
+	}
+	set := func(name string, res int, v uint64) error {
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("set %s to %d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_CORE", syscall.RLIMIT_CORE, 0); err != nil {
+		return err
+	}
+	if s.DataBytes > 0 {
+		if err := set("RLIMIT_DATA", syscall.RLIMIT_DATA, uint64(s.DataBytes)); err != nil {
+			return err
+		}
+	}
+	if s.CPUSeconds > 0 {
+		// The runtime ignores SIGXCPU at the soft limit; the hard limit one
+		// second later is a SIGKILL.
+		lim := &syscall.Rlimit{Cur: uint64(s.CPUSeconds), Max: uint64(s.CPUSeconds) + 1}
+		if err := syscall.Setrlimit(syscall.RLIMIT_CPU, lim); err != nil {
+			return fmt.Errorf("set RLIMIT_CPU to %d: %w", s.CPUSeconds, err)
+		}
+	}
+	if s.NoFiles {
+		if err := set("RLIMIT_FSIZE", syscall.RLIMIT_FSIZE, 0); err != nil {
+			return err
+		}
+		if err := set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, maxOpenFiles); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/wmrl/wmrl/internal/executor"
+)
+
+// Process runs the executor as a limited child process, for machines
+// without Docker. What it enforces:
+//
+//   - deadline: the child leads its own process group; at the deadline the
+//     whole group is killed with SIGKILL, so nothing it started survives.
+//     The child also dies with SIGKILL if the worker thread that started it
+//     dies (Pdeathsig), and carries an RLIMIT_CPU backstop.
+//   - memory: the executor caps itself with RLIMIT_DATA (heap and anonymous
+//     mappings; RLIMIT_AS would count the Go runtime's address-space
+//     reservations and fail at startup) before reading its job, and sets the
+//     Go soft memory limit to 90% of it. An allocation past the cap makes the
+//     runtime die with "out of memory", classified as memory.
+//   - CPUs: GOMAXPROCS = ceil(CPUs). A cap on parallelism, not a hard
+//     quota as in Docker.
+//   - files: RLIMIT_FSIZE 0 (no file can be written) and few descriptors.
+//   - when the worker runs as root: the child runs as an unprivileged user
+//     (65534 by default) in its own, empty network namespace.
+//   - processes: not counted. RLIMIT_NPROC is per user (and ignored for
+//     root), so it would make concurrent executions fail each other's thread
+//     creation; instead the executor is a binary whose program language has
+//     no way to start a process, and any process it might start is in the
+//     killed group. Limits.Pids is enforced exactly only by Docker.
+type Process struct {
+	// Binary is the path of the executor binary.
+	Binary string
+	// Credential, when set, is the user the child runs as (needs root).
+	Credential *syscall.Credential
+	// NewNetwork gives the child an empty network namespace (needs root).
+	NewNetwork bool
+	// KillGrace is how long Execute waits for the child's output after a
+	// kill before giving up on the pipes.
+	KillGrace time.Duration
+}
+
+var _ Sandbox = (*Process)(nil)
+
+// NobodyID is the user and group the sandboxes run executors as.
+const NobodyID = 65534
+
+// NewProcess returns a process sandbox for the executor at binary. Run as
+// root, it drops the child to user and group 65534 in a new network
+// namespace; the binary and its directories must then be readable and
+// searchable by that user.
+func NewProcess(binary string) (*Process, error) {
+	st, err := os.Stat(binary)
+	if err != nil {
+		return nil, fmt.Errorf("executor binary: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("executor binary %s is not an executable file", binary)
+	}
+	p := &Process{Binary: binary, KillGrace: 2 * time.Second}
+	if os.Geteuid() == 0 {
+		p.Credential = &syscall.Credential{Uid: NobodyID, Gid: NobodyID, Groups: []uint32{}}
+		p.NewNetwork = true
+	}
+	return p, nil
+}
+
+// setupFor is how the process sandbox asks the executor to limit itself.
+func setupFor(l Limits) executor.Setup {
+	procs := math.Ceil(l.CPUs)
+	return executor.Setup{
+		SoftMemoryBytes: l.MemoryBytes / 10 * 9,
+		DataBytes:       l.MemoryBytes,
+		CPUSeconds:      int64(math.Ceil(l.Deadline.Seconds()*procs)) + 1,
+		NoFiles:         true,
+	}
+}
+
+// Execute runs one job in a child process.
+func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, error) {
+	if err := req.Limits.Check(); err != nil {
+		return executor.Result{}, fmt.Errorf("process sandbox: %w", err)
+	}
+	run, cancel := context.WithTimeout(ctx, req.Limits.Deadline)
+	defer cancel()
+
+	setup := setupFor(req.Limits)
+	cmd := exec.CommandContext(run, p.Binary, setup.Args()...)
+	cmd.Stdin = bytes.NewReader(req.Job)
+	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(int(math.Ceil(req.Limits.CPUs)))}
+	cmd.Dir = "/"
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.Credential}
+	if p.NewNetwork {
+		attr.Cloneflags = syscall.CLONE_NEWNET
+	}
+	cmd.SysProcAttr = attr
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.WaitDelay = p.KillGrace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return executor.Result{}, fmt.Errorf("start executor: %w", err)
+	}
+	waitErr := cmd.Wait()
+	wall := time.Since(start)
+	// Whatever the leader did, nothing of its group outlives the execution.
+	_ = killGroup(cmd.Process.Pid)
+
+	if err := ctx.Err(); err != nil {
+		return executor.Result{}, fmt.Errorf("process sandbox: %w", err)
+	}
+	state := cmd.ProcessState
+	if state == nil {
+		return executor.Result{}, fmt.Errorf("wait executor: %w", waitErr)
+	}
+	// With a process state, waitErr only restates it (an exit status, the
+	// deadline) or says the output pipes outlived the process.
+
+	cpu := (state.UserTime() + state.SystemTime()).Seconds()
+	e := exit{code: state.ExitCode(), stdout: stdout, stderr: stderr}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		e.signal = ws.Signal().String()
+		deadlineHit := run.Err() != nil
+		cpuHit := ws.Signal() == syscall.SIGKILL && cpu >= float64(setup.CPUSeconds)
+		switch {
+		case deadlineHit || cpuHit:
+			e.timedOut = true
+		case ws.Signal() == syscall.SIGKILL:
+			// Nobody in the sandbox sent it: the kernel's OOM killer.
+			e.oomKilled = true
+		}
+	}
+	if errors.Is(waitErr, exec.ErrWaitDelay) && state.Success() {
+		// The executor exited but something kept its output open.
+		e.stdout.truncated = true
+	}
+	res := classify(e)
+	res.CPUSeconds = cpu
+	res.WallSeconds = wall.Seconds()
+	return res, nil
+}
+
+// killGroup sends SIGKILL to the process group led by pid.
+func killGroup(pid int) error {
+	err := syscall.Kill(-pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wmrl/wmrl/internal/executor"
+)
+
+// Sandbox executes one encoded executor job under limits.
+type Sandbox interface {
+	// Execute runs the job. A failure of the solution is a Result with its
+	// status and a nil error; an error means the sandbox itself failed (or
+	// ctx was cancelled) and the execution should be retried.
+	Execute(ctx context.Context, req Request) (executor.Result, error)
+}
+
+// Limits bound one execution.
+type Limits struct {
+	MemoryBytes int64         `json:"memory_bytes"` // resident memory of the executor
+	CPUs        float64       `json:"cpus"`         // CPU cores (fractions allowed in Docker)
+	Pids        int64         `json:"pids"`         // processes and threads
+	Deadline    time.Duration `json:"deadline"`     // wall time from start to kill
+}
+
+// DefaultLimits suit one suite execution on a laptop.
+func DefaultLimits() Limits {
+	return Limits{MemoryBytes: 512 << 20, CPUs: 1, Pids: 64, Deadline: 30 * time.Second}
+}
+
+// Check reports whether every limit is set and sane.
+func (l Limits) Check() error {
+	switch {
+	case l.MemoryBytes < 32<<20:
+		return fmt.Errorf("memory limit %d bytes below 32 MiB", l.MemoryBytes)
+	case !(l.CPUs > 0):
+		return fmt.Errorf("cpu limit %v not positive", l.CPUs)
+	case l.Pids < 8:
+		return fmt.Errorf("pid limit %d below 8 (the Go runtime needs threads)", l.Pids)
+	case l.Deadline <= 0:
+		return fmt.Errorf("deadline %v not positive", l.Deadline)
+	}
+	return nil
+}
+
+// Request is one execution: an encoded executor.Job and its limits.
+type Request struct {
+	Job    []byte `json:"job"` // executor.Job.Encode output
+	Limits Limits `json:"limits"`
+}
+
+// NewRequest encodes job for execution under limits.
+func NewRequest(job *executor.Job, limits Limits) (Request, error) {
+	b, err := job.Encode()
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{Job: b, Limits: limits}, nil
+}
+
+// Output caps: the executor prints one short line; anything longer is
+// garbage and only its head is kept.
+const (
+	maxStdout = 64 << 10
+	maxStderr = 16 << 10
+)
+
+// capped keeps the first max bytes written to it and discards the rest,
+// never failing, so a flooding child can neither block nor exhaust memory.
+type capped struct {
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func newCapped(max int) *capped { return &capped{max: max} }
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		if len(p) > room {
+			c.buf.Write(p[:room])
+			c.truncated = true
+		} else {
+			c.buf.Write(p)
+		}
+	} else if len(p) > 0 {
+		c.truncated = true
+	}
+	return len(p), nil
+}
+
+// exit is what a sandbox observed of a finished executor.
+type exit struct {
+	timedOut  bool   // killed by the sandbox at the deadline
+	oomKilled bool   // killed by the kernel or cgroup for memory
+	code      int    // exit code; -1 when killed by a signal
+	signal    string // the killing signal, if any
+	stdout    *capped
+	stderr    *capped
+}
+
+// classify turns an observed exit into a result (timings left to the caller).
+func classify(e exit) executor.Result {
+	stderr := e.stderr.buf.String()
+	switch {
+	case e.timedOut:
+		return executor.Failed(executor.StatusTimeout, "killed at the deadline")
+	case e.oomKilled:
+		return executor.Failed(executor.StatusMemory, "killed for exceeding its memory limit")
+	case e.code == 0:
+		if e.stdout.truncated {
+			return executor.Failed(executor.StatusInvalidOutput, fmt.Sprintf("output longer than %d bytes", maxStdout))
+		}
+		r, err := executor.ParseLine(e.stdout.buf.Bytes())
+		if err != nil {
+			return executor.Failed(executor.StatusInvalidOutput, "executor output: "+err.Error())
+		}
+		return r
+	case strings.Contains(stderr, "out of memory"):
+		// The Go runtime throws "fatal error: runtime: out of memory" when
+		// an allocation fails under RLIMIT_DATA or the cgroup limit.
+		return executor.Failed(executor.StatusMemory, lastLines(stderr, 2))
+	case e.signal != "":
+		return executor.Failed(executor.StatusRuntimeError, "killed by "+e.signal+": "+lastLines(stderr, 2))
+	default:
+		return executor.Failed(executor.StatusRuntimeError, fmt.Sprintf("exit %d: %s", e.code, firstLines(stderr, 3)))
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
