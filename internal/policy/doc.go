@@ -33,9 +33,10 @@
 // Determinism. Sampling uses a PCG generator seeded from the caller's seed;
 // every sum runs in a fixed order on one goroutine, so the same seed gives the
 // same samples, the same updates and the same checkpoint hash, bit for bit,
-// on a given GOARCH. (The vector kernels of gonum and math.Exp have
-// architecture-specific assembly, so amd64 and arm64 may differ in the last
-// bit.)
+// for a given build target (GOARCH and its feature level such as GOAMD64).
+// Across targets the last bit may differ: gonum's vector kernels and
+// math.Exp have architecture-specific assembly, and the compiler may fuse
+// multiply-adds on some targets.
 //
 // Checkpoints are versioned by the update step, encoded in a fixed binary
 // layout (magic, format version, payload length, payload, sha256 of all of

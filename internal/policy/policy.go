@@ -257,6 +257,8 @@ func (p *Policy) checkBatch(batch []Example) (float64, error) {
 			return 0, fmt.Errorf("update: example %d: weight %v: want finite and >= 0", i, e.Weight)
 		case math.IsNaN(e.Advantage) || math.IsInf(e.Advantage, 0):
 			return 0, fmt.Errorf("update: example %d: advantage not finite", i)
+		case len(e.Tokens) == 0 || e.Tokens[len(e.Tokens)-1] != p.g.EOS():
+			return 0, fmt.Errorf("update: example %d: tokens do not end with EOS", i)
 		case len(e.Card) != p.l.c:
 			return 0, fmt.Errorf("update: example %d: card has %d values, want %d", i, len(e.Card), p.l.c)
 		}

@@ -383,8 +383,10 @@ func TestUpdateRejectsBadBatch(t *testing.T) {
 		{"short card", mod(func(e *Example) { e.Card = e.Card[:1] }), "card has 1 values"},
 		{"inf card", mod(func(e *Example) { e.Card[0] = math.Inf(1) }), "card not finite"},
 		{"illegal token", mod(func(e *Example) { e.Tokens = []int{toyRidge, toyRidge, toyEOS} }), "not legal"},
-		{"out of range token", mod(func(e *Example) { e.Tokens = []int{99} }), "not legal"},
+		{"out of range token", mod(func(e *Example) { e.Tokens = []int{99, toyEOS} }), "not legal"},
 		{"too long", mod(func(e *Example) { e.Tokens = make([]int, 9) }), "exceed max length"},
+		{"incomplete", mod(func(e *Example) { e.Tokens = []int{toyStd, toyRidge} }), "do not end with EOS"},
+		{"no tokens", mod(func(e *Example) { e.Tokens = nil }), "do not end with EOS"},
 	}
 	before := p.Hash()
 	for _, tt := range tests {
