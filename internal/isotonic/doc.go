@@ -6,8 +6,8 @@
 // equal x are first pooled into one point (weighted mean of y, summed weight);
 // the pooled points, sorted by x, are then merged by pool adjacent violators:
 // whenever a block's mean is not below the next block's, the two are replaced
-// by one block at their weighted mean. The sort dominates, so a fit is
-// O(n log n).
+// by one block at their weighted mean. The sort dominates; Fit sorts by a
+// radix sort on the bit patterns of x, so a fit takes linear time.
 //
 // The result is a Map: knots strictly increasing in X and non-decreasing in Y.
 // Each constant block keeps only its first and last x, which does not change

@@ -1,7 +1,6 @@
 package isotonic
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -103,78 +102,6 @@ func checkInput(x, y, w []float64) error {
 	return nil
 }
 
-type point struct{ x, y, w float64 }
-
-// Fit returns the weighted isotonic least-squares fit of y on x: the
-// non-decreasing step values that minimise sum w_i (y_i - f(x_i))^2.
-// Points with equal x are pooled first (weighted mean of y, summed weight).
-// w may be nil for unit weights. The fit is O(n log n) (the sort) and the
-// returned knots keep only the first and last x of each constant block, which
-// leaves predictions unchanged.
-func Fit(x, y, w []float64) (Map, error) {
-	if err := checkInput(x, y, w); err != nil {
-		return Map{}, err
-	}
-	pts := make([]point, len(x))
-	for i := range x {
-		wi := 1.0
-		if w != nil {
-			wi = w[i]
-		}
-		pts[i] = point{x[i], y[i], wi}
-	}
-	slices.SortFunc(pts, func(a, b point) int {
-		switch {
-		case a.x < b.x:
-			return -1
-		case a.x > b.x:
-			return 1
-		}
-		return 0
-	})
-	return fitSorted(pts), nil
-}
-
-// fitSorted pools ties and runs pool-adjacent-violators on points sorted by x.
-func fitSorted(pts []point) Map {
-	// Pool ties in x into unique points (in place).
-	u := pts[:0]
-	for _, p := range pts {
-		if n := len(u); n > 0 && u[n-1].x == p.x {
-			q := &u[n-1]
-			sw := q.w + p.w
-			q.y += (p.y - q.y) * p.w / sw
-			q.w = sw
-			continue
-		}
-		u = append(u, p)
-	}
-	// Pool adjacent violators. Each block keeps its first and last x, its
-	// weighted mean and total weight.
-	type block struct{ lo, hi, y, w float64 }
-	bs := make([]block, 0, len(u))
-	for _, p := range u {
-		b := block{p.x, p.x, p.y, p.w}
-		for n := len(bs); n > 0 && bs[n-1].y >= b.y; n = len(bs) {
-			prev := bs[n-1]
-			sw := prev.w + b.w
-			b = block{prev.lo, b.hi, (prev.y*prev.w + b.y*b.w) / sw, sw}
-			bs = bs[:n-1]
-		}
-		bs = append(bs, b)
-	}
-	m := Map{X: make([]float64, 0, 2*len(bs)), Y: make([]float64, 0, 2*len(bs))}
-	for _, b := range bs {
-		m.X = append(m.X, b.lo)
-		m.Y = append(m.Y, b.y)
-		if b.hi != b.lo {
-			m.X = append(m.X, b.hi)
-			m.Y = append(m.Y, b.y)
-		}
-	}
-	return m
-}
-
 // FitBinned is the binned variant kept for parity with published code: x is
 // cut into bins equal-width bins on [0,1] (values outside are clamped into the
 // end bins), each non-empty bin becomes one point at its mean x with the mean
@@ -195,16 +122,15 @@ func FitBinned(x, y []float64, bins int) (Map, error) {
 		sy[b] += y[i]
 		cnt[b]++
 	}
-	pts := make([]point, 0, bins)
+	es := make([]item[yw], 0, bins)
 	for b := range bins {
 		if cnt[b] > 0 {
-			pts = append(pts, point{sx[b] / cnt[b], sy[b] / cnt[b], cnt[b]})
+			es = append(es, item[yw]{k: sortKey(sx[b] / cnt[b]), v: yw{sy[b] / cnt[b], cnt[b]}})
 		}
 	}
 	// Bin means increase with the bin index, but a rounded mean can pass the
 	// next bin's by an ulp in degenerate cases: sort to be safe (ties pool).
-	slices.SortStableFunc(pts, func(a, b point) int { return cmp.Compare(a.x, b.x) })
-	return fitSorted(pts), nil
+	return fitWeighted(sortItems(es))
 }
 
 // binOf returns the equal-width bin of v on [0,1], values outside clamped
