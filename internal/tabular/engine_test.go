@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+	"pgregory.net/rapid"
 
 	"github.com/wmrl/wmrl/internal/program"
 )
@@ -329,4 +330,40 @@ func TestMonomials(t *testing.T) {
 	if got := monomials(2, 2); !slices.EqualFunc(got, [][]int{{0}, {1}, {0, 0}, {0, 1}, {1, 1}}, slices.Equal) {
 		t.Errorf("monomials(2, 2) = %v", got)
 	}
+}
+
+// TestEveryGrammarProgramRuns: any program the token grammar can produce
+// either predicts one finite value per test row (a probability for
+// classification) or fails with a solution error; it never panics.
+func TestEveryGrammarProgramRuns(t *testing.T) {
+	data := map[Kind]*Dataset{
+		Regression:     synth(14, Regression, 60, 15, 6, 0.3, wavyF),
+		Classification: synth(15, Classification, 60, 15, 6, 0.3, wavyF),
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		var toks []int
+		for len(toks) == 0 || toks[len(toks)-1] != program.EOS {
+			toks = append(toks, rapid.SampledFrom(program.Legal(toks)).Draw(t, "tok"))
+		}
+		p, err := program.Decode(toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := rapid.SampledFrom([]Kind{Regression, Classification}).Draw(t, "kind")
+		pred, err := FitPredict(context.Background(), p, data[kind], 5)
+		if err != nil {
+			if !IsSolutionError(err) {
+				t.Fatalf("%s on %s: error %v is not a solution error", p, kind, err)
+			}
+			return
+		}
+		if len(pred) != 15 {
+			t.Fatalf("%s: %d predictions", p, len(pred))
+		}
+		for _, v := range pred {
+			if math.IsNaN(v) || (kind == Classification && !(v >= 0 && v <= 1)) {
+				t.Fatalf("%s on %s: prediction %v", p, kind, v)
+			}
+		}
+	})
 }
