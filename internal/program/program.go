@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -259,4 +260,29 @@ func lookup(name string) (opSpec, bool) {
 		}
 	}
 	return opSpec{}, false
+}
+
+// ParamInfo describes one parameter of an operation: its accepted range in
+// the text form, its default and its token grid.
+type ParamInfo struct {
+	Key     string    `json:"key"`
+	Integer bool      `json:"integer"`
+	Min     float64   `json:"min"`
+	Max     float64   `json:"max"`
+	Default float64   `json:"default"`
+	Grid    []float64 `json:"grid"`
+}
+
+// Params describes the parameters of operation name in canonical order; ok
+// is false for an unknown operation.
+func Params(name string) (params []ParamInfo, ok bool) {
+	s, ok := lookup(name)
+	if !ok {
+		return nil, false
+	}
+	params = []ParamInfo{}
+	for _, p := range s.params {
+		params = append(params, ParamInfo{Key: p.key, Integer: p.integer, Min: p.min, Max: p.max, Default: p.def, Grid: slices.Clone(p.grid)})
+	}
+	return params, true
 }

@@ -351,3 +351,20 @@ func TestLegalWalk(t *testing.T) {
 		}
 	})
 }
+
+func TestParams(t *testing.T) {
+	ps, ok := Params("gbt")
+	if !ok || len(ps) != 3 || ps[0].Key != "trees" || !ps[0].Integer || ps[0].Default != 100 || ps[2].Key != "lr" || ps[2].Integer {
+		t.Errorf("Params(gbt) = %+v, %v", ps, ok)
+	}
+	ps[0].Grid[0] = -1 // a copy: the language is unchanged
+	if again, _ := Params("gbt"); again[0].Grid[0] != 10 {
+		t.Errorf("Params shares its grid")
+	}
+	if ps, ok := Params("mean"); !ok || len(ps) != 0 {
+		t.Errorf("Params(mean) = %+v, %v", ps, ok)
+	}
+	if _, ok := Params("nope"); ok {
+		t.Error("Params(nope) ok")
+	}
+}
