@@ -9,8 +9,9 @@ import (
 	"gonum.org/v1/gonum/floats"
 )
 
-// Policy is the model with its optimiser state. It is not safe for
-// concurrent use: Update changes it in place.
+// Policy is the model with its optimiser state. Sample, LogProb, Hash,
+// Encode and Save only read it and may run concurrently with each other;
+// Update replaces its state and must not run concurrently with anything.
 type Policy struct {
 	cfg      Config
 	g        Grammar

@@ -618,3 +618,29 @@ func TestLoadRefusesOtherVocabulary(t *testing.T) {
 		t.Errorf("error %v, want a vocabulary mismatch", err)
 	}
 }
+
+func TestConcurrentSamplesMatchSequential(t *testing.T) {
+	p := mustInit(t, toyConfig(), toyGrammar{}, 7)
+	card := []float64{0.1, -0.4}
+	want := make([]Sample, 64)
+	for i := range want {
+		want[i], _ = p.Sample(card, uint64(i))
+	}
+	got := make([]Sample, len(want))
+	done := make(chan struct{})
+	for w := range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := w; i < len(got); i += 2 {
+				got[i], _ = p.Sample(card, uint64(i))
+			}
+		}()
+	}
+	<-done
+	<-done
+	for i := range want {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) || got[i].LogProb != want[i].LogProb {
+			t.Fatalf("sample %d: concurrent %v, sequential %v", i, got[i], want[i])
+		}
+	}
+}

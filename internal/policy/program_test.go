@@ -9,7 +9,8 @@ import (
 	"github.com/wmrl/wmrl/internal/program"
 )
 
-const testCardDim = 6
+// testCardDim is the length of internal/suite card vectors.
+const testCardDim = 32
 
 func programPolicy(t testing.TB, seed uint64) *Policy {
 	t.Helper()
