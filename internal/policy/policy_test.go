@@ -644,3 +644,34 @@ func TestConcurrentSamplesMatchSequential(t *testing.T) {
 		}
 	}
 }
+
+func TestLatest(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  []string
+		want  uint64
+		found bool
+	}{
+		{name: "empty", give: nil, found: false},
+		{name: "only others", give: []string{"policy-1.ckpt", "policy-00000002.ckpt.tmp", ".policy-00000003.ckpt.123.tmp", "notes.txt"}, found: false},
+		{name: "highest", give: []string{"policy-00000002.ckpt", "policy-00000010.ckpt", "policy-00000009.ckpt"}, want: 10, found: true},
+		{name: "beyond eight digits", give: []string{"policy-99999999.ckpt", "policy-100000000.ckpt"}, want: 100000000, found: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, name := range tt.give {
+				if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path, step, found, err := Latest(dir)
+			if err != nil || found != tt.found || step != tt.want || (found && path != filepath.Join(dir, FileName(tt.want))) {
+				t.Errorf("Latest = %q, %d, %v, %v; want step %d, found %v", path, step, found, err, tt.want, tt.found)
+			}
+		})
+	}
+	if _, _, _, err := Latest(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("Latest of a missing directory: want error")
+	}
+}
