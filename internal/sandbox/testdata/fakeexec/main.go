@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/wmrl/wmrl/internal/executor"
@@ -35,19 +34,26 @@ func main() {
 		os.Exit(2)
 	}
 	ok := func(detail string) {
-		os.Stdout.Write(executor.NewResult(executor.StatusOK, 0.9, 0.5, detail).Line())
+		r := executor.NewResult(executor.StatusOK, 0.9, 0.5, detail)
+		r.CPUSeconds = executor.SelfCPUSeconds()
+		os.Stdout.Write(r.Line())
 	}
 	switch mode := strings.TrimPrefix(job.Program, "fake "); mode {
 	case "ok":
 		ok("")
 	case "spin": // burn 300 ms of CPU, then succeed
 		n := 0
-		for cpuSeconds() < 0.3 {
+		for executor.SelfCPUSeconds() < 0.3 {
 			for i := 0; i < 1e6; i++ {
 				n += i
 			}
 		}
 		ok(fmt.Sprint(n))
+	case "burn": // spin until killed
+		n := 0
+		for {
+			n++
+		}
 	case "alloc": // touch memory until something gives
 		var keep [][]byte
 		for {
@@ -82,14 +88,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "unknown mode", mode)
 		os.Exit(3)
 	}
-}
-
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // probe tries to write files and reach the network and reports each attempt

@@ -1,0 +1,317 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/wmrl/wmrl/internal/executor"
+)
+
+// Docker runs each execution in a fresh container of a FROM-scratch image
+// that holds only the static executor binary. What it enforces:
+//
+//   - no network (network mode none, networking disabled), read-only root
+//     filesystem, all capabilities dropped, no-new-privileges, user 65534;
+//   - memory: Limits.MemoryBytes for the cgroup, with swap equal to it (no
+//     swap); an OOM kill is classified as memory. The executor's Go soft
+//     limit is set to 90% of it;
+//   - CPUs: NanoCPUs (a CFS quota), fractions allowed; GOMAXPROCS=ceil;
+//   - processes: PidsLimit (threads count);
+//   - deadline: the container is killed (SIGKILL) when it runs out;
+//   - the container is removed after every execution, on every path; one
+//     that a crashed worker leaked carries LabelSandbox and LabelDeadline
+//     and is removed by Cleanup.
+//
+// The job goes in on the container's stdin (attached), the result line comes
+// out on stdout; the log driver is none, so nothing is kept on disk.
+//
+// CPU seconds: on a normal exit, the larger of the executor's own rusage and
+// the last cgroup sample of the container's stats stream; at the deadline,
+// a one-shot stats read just before the kill; after a crash or OOM kill, the
+// last stats sample (a lower bound: the engine samples about once a second).
+type Docker struct {
+	cli   *client.Client
+	image string
+	// KillGrace bounds how long Execute waits for a killed container to be
+	// reported dead and for its output to drain.
+	KillGrace time.Duration
+}
+
+var _ Sandbox = (*Docker)(nil)
+
+// NewDocker connects to the Docker engine of the environment (DOCKER_HOST
+// etc.), negotiating the API version, and makes sure the executor image for
+// the binary at executorBinary exists, building it locally if needed.
+func NewDocker(ctx context.Context, executorBinary string) (*Docker, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker engine: %w", err)
+	}
+	image, err := EnsureImage(ctx, cli, executorBinary)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &Docker{cli: cli, image: image, KillGrace: 5 * time.Second}, nil
+}
+
+// Image is the executor image this sandbox runs.
+func (d *Docker) Image() string { return d.image }
+
+// Client is the engine client, for callers that inspect what the sandbox did.
+func (d *Docker) Client() *client.Client { return d.cli }
+
+// Close releases the engine connection.
+func (d *Docker) Close() error { return d.cli.Close() }
+
+// Execute runs one job in a new container and removes it afterwards.
+func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, error) {
+	lim := req.Limits
+	if err := lim.Check(); err != nil {
+		return executor.Result{}, fmt.Errorf("docker sandbox: %w", err)
+	}
+	procs := math.Ceil(lim.CPUs)
+	setup := executor.Setup{
+		SoftMemoryBytes: lim.MemoryBytes / 10 * 9,
+		CPUSeconds:      int64(math.Ceil(lim.Deadline.Seconds()*procs)) + 1,
+		NoFiles:         true,
+	}
+	pids := lim.Pids
+	cfg := &container.Config{
+		Image:           d.image,
+		Cmd:             setup.Args(),
+		User:            fmt.Sprintf("%d:%d", NobodyID, NobodyID),
+		Env:             []string{"GOMAXPROCS=" + strconv.Itoa(int(procs))},
+		WorkingDir:      "/",
+		AttachStdin:     true,
+		AttachStdout:    true,
+		AttachStderr:    true,
+		OpenStdin:       true,
+		StdinOnce:       true,
+		NetworkDisabled: true,
+		Labels: map[string]string{
+			LabelSandbox:  "1",
+			LabelDeadline: strconv.FormatInt(time.Now().Add(lim.Deadline+d.KillGrace).Unix(), 10),
+		},
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		LogConfig:      container.LogConfig{Type: "none"},
+		Resources: container.Resources{
+			Memory:     lim.MemoryBytes,
+			MemorySwap: lim.MemoryBytes,
+			NanoCPUs:   int64(lim.CPUs * 1e9),
+			PidsLimit:  &pids,
+		},
+	}
+	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return executor.Result{}, fmt.Errorf("create container: %w", err)
+	}
+	id := created.ID
+	defer d.remove(ctx, id)
+
+	// Everything below talks to this container only; it ends with it.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hj, err := d.cli.ContainerAttach(cctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return executor.Result{}, fmt.Errorf("attach container: %w", err)
+	}
+	defer hj.Close()
+	waitCh, waitErrCh := d.cli.ContainerWait(cctx, id, container.WaitConditionNextExit)
+
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return executor.Result{}, fmt.Errorf("start container: %w", err)
+	}
+	timer := time.NewTimer(lim.Deadline)
+	defer timer.Stop()
+
+	go func() {
+		// A container that never reads its stdin makes this fail; that is
+		// its business, seen in its output.
+		_, _ = io.Copy(hj.Conn, bytes.NewReader(req.Job))
+		_ = hj.CloseWrite()
+	}()
+	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		_, _ = stdcopy.StdCopy(stdout, stderr, hj.Reader)
+	}()
+	var sampledCPU atomic.Uint64 // nanoseconds, from the stats stream
+	go d.sampleCPU(cctx, id, &sampledCPU)
+
+	e := exit{stdout: stdout, stderr: stderr}
+	var killCPU float64
+	select {
+	case w := <-waitCh:
+		e.code = int(w.StatusCode)
+	case err := <-waitErrCh:
+		return executor.Result{}, fmt.Errorf("wait container: %w", err)
+	case <-ctx.Done():
+		return executor.Result{}, fmt.Errorf("docker sandbox: %w", ctx.Err())
+	case <-timer.C:
+		e.timedOut = true
+		killCPU = d.oneShotCPU(ctx, id)
+		if err := d.cli.ContainerKill(ctx, id, "KILL"); err != nil && !isGone(err) {
+			return executor.Result{}, fmt.Errorf("kill container at deadline: %w", err)
+		}
+		select {
+		case w := <-waitCh:
+			e.code = int(w.StatusCode)
+		case err := <-waitErrCh:
+			return executor.Result{}, fmt.Errorf("wait killed container: %w", err)
+		case <-time.After(d.KillGrace):
+			return executor.Result{}, fmt.Errorf("container %s still running %v after kill", id, d.KillGrace)
+		case <-ctx.Done():
+			return executor.Result{}, fmt.Errorf("docker sandbox: %w", ctx.Err())
+		}
+	}
+	select {
+	case <-outDone:
+	case <-time.After(d.KillGrace):
+		e.stdout.truncated = true // output never closed: not a valid result
+	}
+
+	info, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return executor.Result{}, fmt.Errorf("inspect container: %w", err)
+	}
+	wall := lim.Deadline.Seconds()
+	if st := info.State; st != nil {
+		e.code = st.ExitCode
+		e.oomKilled = st.OOMKilled
+		started, err1 := time.Parse(time.RFC3339Nano, st.StartedAt)
+		finished, err2 := time.Parse(time.RFC3339Nano, st.FinishedAt)
+		if err1 == nil && err2 == nil && finished.After(started) {
+			wall = finished.Sub(started).Seconds()
+		}
+	}
+	if e.code > 128 && !e.timedOut {
+		e.signal = "signal " + strconv.Itoa(e.code-128)
+		// Nobody in the sandbox sends SIGKILL but the kernel's OOM killer;
+		// cgroup v1 does not always report OOMKilled.
+		e.oomKilled = e.oomKilled || e.code == 137
+	}
+	res := classify(e)
+	res.WallSeconds = wall
+	cpu := float64(sampledCPU.Load()) / 1e9
+	switch {
+	case e.timedOut:
+		cpu = math.Max(cpu, killCPU)
+	case e.code == 0:
+		cpu = math.Max(cpu, res.CPUSeconds) // the executor's own report
+	}
+	res.CPUSeconds = cpu
+	return res, nil
+}
+
+// remove force-removes a container, also when ctx is already cancelled.
+// A failure leaves it to Cleanup.
+func (d *Docker) remove(ctx context.Context, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+}
+
+// statsCPU is the part of a stats message the sandbox reads.
+type statsCPU struct {
+	CPUStats struct {
+		CPUUsage struct {
+			TotalUsage uint64 `json:"total_usage"`
+		} `json:"cpu_usage"`
+	} `json:"cpu_stats"`
+}
+
+// sampleCPU follows the container's stats stream, keeping the latest
+// cumulative CPU time (ns) in into, until the stream or ctx ends.
+func (d *Docker) sampleCPU(ctx context.Context, id string, into *atomic.Uint64) {
+	resp, err := d.cli.ContainerStats(ctx, id, true)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var s statsCPU
+		if err := dec.Decode(&s); err != nil {
+			return
+		}
+		if u := s.CPUStats.CPUUsage.TotalUsage; u > into.Load() {
+			into.Store(u)
+		}
+	}
+}
+
+// oneShotCPU reads the running container's cumulative CPU time now, or 0.
+func (d *Docker) oneShotCPU(ctx context.Context, id string) float64 {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := d.cli.ContainerStatsOneShot(sctx, id)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var s statsCPU
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return 0
+	}
+	return float64(s.CPUStats.CPUUsage.TotalUsage) / 1e9
+}
+
+// Cleanup removes execution containers leaked by crashed workers: every
+// container labelled LabelSandbox that is not running, or whose
+// LabelDeadline has passed (a live worker kills its container at the
+// deadline), or that has no readable deadline. Containers of executions
+// still in progress on other workers are left alone. It returns how many it
+// removed. Call it when a worker starts.
+func (d *Docker) Cleanup(ctx context.Context) (int, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelSandbox+"=1")),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list sandbox containers: %w", err)
+	}
+	now := time.Now().Unix()
+	removed := 0
+	var errs []error
+	for _, c := range list {
+		deadline, err := strconv.ParseInt(c.Labels[LabelDeadline], 10, 64)
+		if c.State == container.StateRunning && err == nil && deadline >= now {
+			continue
+		}
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+// isGone reports whether err says the container no longer exists.
+func isGone(err error) bool {
+	return client.IsErrNotFound(err)
+}

@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/wmrl/wmrl/internal/executor"
+)
+
+// newTestDocker returns a Docker sandbox running fakeexec, or skips.
+func newTestDocker(t *testing.T, binary string) *Docker {
+	t.Helper()
+	if dockerDown != "" {
+		t.Skip(dockerDown)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := NewDocker(ctx, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// sandboxContainers lists every container carrying LabelSandbox.
+func sandboxContainers(t *testing.T, cli *client.Client) []container.Summary {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelSandbox+"=1")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+func TestDockerMisbehaviours(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	if !strings.HasPrefix(d.Image(), "wmrl-executor:") {
+		t.Errorf("image %q", d.Image())
+	}
+	t.Run("group", func(t *testing.T) {
+		for _, tt := range misbehaviours() {
+			t.Run(tt.give, func(t *testing.T) {
+				t.Parallel()
+				checkMisbehaviour(t, d, tt)
+			})
+		}
+	})
+	if left := sandboxContainers(t, d.Client()); len(left) > 0 {
+		t.Errorf("%d sandbox containers left behind", len(left))
+	}
+}
+
+func TestDockerCPUSeconds(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	res, err := d.Execute(context.Background(), Request{Job: fakeJob(t, "spin"), Limits: testLimits()})
+	if err != nil || res.Status != executor.StatusOK {
+		t.Fatalf("spin: %+v, %v", res, err)
+	}
+	if res.CPUSeconds < 0.3 || res.WallSeconds <= 0 {
+		t.Errorf("spin used cpu %.3fs wall %.3fs, want cpu >= 0.3", res.CPUSeconds, res.WallSeconds)
+	}
+	checkBurn(t, d)
+}
+
+func TestDockerIsolation(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	res, err := d.Execute(context.Background(), Request{Job: fakeJob(t, "probe"), Limits: testLimits()})
+	if err != nil || res.Status != executor.StatusOK {
+		t.Fatalf("probe: %+v, %v", res, err)
+	}
+	for _, want := range []string{"write:/=denied", "write:/tmp=denied", "dial=denied", "interfaces= "} {
+		if !strings.Contains(res.Detail+" ", want) {
+			t.Errorf("probe reported %q, want %q", res.Detail, want)
+		}
+	}
+	// The container's own view: it runs as 65534 with nothing but the binary.
+	info, err := d.Client().ImageInspect(context.Background(), d.Image())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config == nil || info.Config.User != "65534:65534" {
+		t.Errorf("image user %+v", info.Config)
+	}
+}
+
+func TestDockerCleanup(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	ctx := context.Background()
+	create := func(deadline time.Time, start bool) string {
+		t.Helper()
+		cfg := &container.Config{
+			Image:     d.Image(),
+			OpenStdin: true, // fakeexec blocks reading its job
+			Labels:    map[string]string{LabelSandbox: "1", LabelDeadline: strconv.FormatInt(deadline.Unix(), 10)},
+		}
+		hc := &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true}
+		c, err := d.Client().ContainerCreate(ctx, cfg, hc, nil, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			d.Client().ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		})
+		if start {
+			if err := d.Client().ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c.ID
+	}
+	leakedRunning := create(time.Now().Add(-time.Minute), true)
+	leakedCreated := create(time.Now().Add(time.Hour), false)
+	live := create(time.Now().Add(time.Hour), true)
+
+	n, err := d.Cleanup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, c := range sandboxContainers(t, d.Client()) {
+		left = append(left, c.ID)
+	}
+	if n != 2 || len(left) != 1 || left[0] != live {
+		t.Errorf("Cleanup removed %d, left %v; want the leaked %s and %s removed, only %s left",
+			n, left, leakedRunning[:12], leakedCreated[:12], live[:12])
+	}
+}
+
+func TestDockerSandboxErrors(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	req := Request{Job: fakeJob(t, "sleep"), Limits: testLimits()}
+
+	// A missing image is the sandbox's failure, and nothing is pulled.
+	missing := *d
+	missing.image = "wmrl-executor:0000000000000000"
+	if res, err := missing.Execute(context.Background(), req); err == nil {
+		t.Errorf("Execute with a missing image scored %+v", res)
+	}
+	// The caller's cancellation is not the solution's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if res, err := d.Execute(ctx, req); err == nil {
+		t.Errorf("Execute with a cancelled context scored %+v", res)
+	}
+	if left := sandboxContainers(t, d.Client()); len(left) > 0 {
+		t.Errorf("%d sandbox containers left behind after errors", len(left))
+	}
+	// An engine that does not answer.
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	if _, err := NewDocker(context.Background(), fakeBinary); err == nil {
+		t.Error("NewDocker without an engine succeeded")
+	}
+}
