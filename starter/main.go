@@ -25,5 +25,6 @@ func newRootCmd() *cobra.Command {
 	}
 	// Each subcommand lives in its own file and is added here.
 	root.AddCommand(newCalibrateCmd())
+	root.AddCommand(newSuiteCmd())
 	return root
 }
