@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // Special tokens. Token ids index Vocab().
@@ -26,7 +27,11 @@ type tokenInfo struct {
 
 // vocab builds the token table: BOS, EOS, every operation name, then every
 // key=value grid pair, operation by operation in canonical order.
-func vocab() []tokenInfo {
+// vocab returns the token table. It is built once: opSpecs never changes, so
+// the table is immutable and every caller shares it (read-only).
+var vocab = sync.OnceValue(buildVocab)
+
+func buildVocab() []tokenInfo {
 	out := []tokenInfo{{op: -1, param: -1, text: "<bos>"}, {op: -1, param: -1, text: "<eos>"}}
 	for i, s := range opSpecs {
 		out = append(out, tokenInfo{op: i, param: -1, text: s.name})
