@@ -8,6 +8,7 @@ all: build
 build:
 	$(GO) build -o $(BIN)/wmrl ./starter
 	$(GO) build -o $(BIN)/wmrl-worker ./worker
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/wmrl-executor ./internal/executor/wmrl-executor
 
 vet:
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

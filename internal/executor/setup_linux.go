@@ -1,13 +1,46 @@
 package executor
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 )
 
 // maxOpenFiles covers stdin, stdout, stderr and the runtime's own descriptors.
 const maxOpenFiles = 32
+
+// defaultStartupData is assumed when /proc does not tell: the Go 1.26
+// runtime maps about 40 MiB of writable but mostly untouched memory (heap
+// arena metadata) before main runs.
+const defaultStartupData = 64 << 20
+
+// startupData is the process's writable private memory now (VmData), which
+// RLIMIT_DATA counts but which is the runtime's, not the job's.
+func startupData() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return defaultStartupData
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(line, []byte("VmData:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest) // "40672 kB"
+		if len(f) != 2 || string(f[1]) != "kB" {
+			break
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		if err != nil {
+			break
+		}
+		return kb << 10
+	}
+	return defaultStartupData
+}
 
 // Apply sets the limits of s on the current process.
 func (s Setup) Apply() error {
@@ -24,7 +57,7 @@ func (s Setup) Apply() error {
 		return err
 	}
 	if s.DataBytes > 0 {
-		if err := set("RLIMIT_DATA", syscall.RLIMIT_DATA, uint64(s.DataBytes)); err != nil {
+		if err := set("RLIMIT_DATA", syscall.RLIMIT_DATA, startupData()+uint64(s.DataBytes)); err != nil {
 			return err
 		}
 	}

@@ -214,6 +214,9 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		// cgroup v1 does not always report OOMKilled.
 		e.oomKilled = e.oomKilled || e.code == 137
 	}
+	if err := rejected(e); err != nil {
+		return executor.Result{}, err
+	}
 	res := classify(e)
 	res.WallSeconds = wall
 	cpu := float64(sampledCPU.Load()) / 1e9

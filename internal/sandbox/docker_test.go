@@ -147,6 +147,10 @@ func TestDockerSandboxErrors(t *testing.T) {
 	if res, err := missing.Execute(context.Background(), req); err == nil {
 		t.Errorf("Execute with a missing image scored %+v", res)
 	}
+	// An executor that refuses its job is not a score either.
+	if res, err := d.Execute(context.Background(), Request{Job: fakeJob(t, "reject"), Limits: testLimits()}); err == nil || !strings.Contains(err.Error(), "refuses") {
+		t.Errorf("Execute of a rejected job = %+v, %v", res, err)
+	}
 	// The caller's cancellation is not the solution's timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

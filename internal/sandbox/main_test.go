@@ -20,6 +20,7 @@ import (
 // Set up once for the package's tests.
 var (
 	fakeBinary string // testdata/fakeexec: misbehaves on demand
+	realBinary string // the real wmrl-executor
 	// dockerDown says why the Docker tests skip; empty when an engine answers.
 	dockerDown string
 )
@@ -43,6 +44,11 @@ func runTests(m *testing.M) int {
 	}
 	fakeBinary = filepath.Join(dir, "fakeexec")
 	if err := buildStatic(fakeBinary, "./testdata/fakeexec"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	realBinary = filepath.Join(dir, "wmrl-executor")
+	if err := buildStatic(realBinary, "../executor/wmrl-executor"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

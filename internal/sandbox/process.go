@@ -145,6 +145,9 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 		// The executor exited but something kept its output open.
 		e.stdout.truncated = true
 	}
+	if err := rejected(e); err != nil {
+		return executor.Result{}, err
+	}
 	res := classify(e)
 	res.CPUSeconds = cpu
 	res.WallSeconds = wall.Seconds()

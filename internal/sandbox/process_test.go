@@ -182,6 +182,10 @@ func TestProcessSandboxErrors(t *testing.T) {
 	if _, err := gone.Execute(context.Background(), req); err == nil {
 		t.Error("Execute with a vanished binary returned no error")
 	}
+	// An executor that refuses its job is not a score either.
+	if res, err := p.Execute(context.Background(), Request{Job: fakeJob(t, "reject"), Limits: testLimits()}); err == nil || !strings.Contains(err.Error(), "refuses") {
+		t.Errorf("Execute of a rejected job = %+v, %v", res, err)
+	}
 	// The caller's cancellation is not the solution's timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

@@ -102,6 +102,15 @@ type exit struct {
 	stderr    *capped
 }
 
+// rejected returns an error when the executor refused its flags or job: the
+// caller's or the sandbox's fault, to be reported, never scored.
+func rejected(e exit) error {
+	if e.timedOut || e.oomKilled || e.code != executor.ExitRejected {
+		return nil
+	}
+	return fmt.Errorf("executor rejected its job: %s", firstLines(e.stderr.buf.String(), 3))
+}
+
 // classify turns an observed exit into a result (timings left to the caller).
 func classify(e exit) executor.Result {
 	stderr := e.stderr.buf.String()
@@ -119,29 +128,32 @@ func classify(e exit) executor.Result {
 			return executor.Failed(executor.StatusInvalidOutput, "executor output: "+err.Error())
 		}
 		return r
-	case strings.Contains(stderr, "out of memory"):
-		// The Go runtime throws "fatal error: runtime: out of memory" when
-		// an allocation fails under RLIMIT_DATA or the cgroup limit.
-		return executor.Failed(executor.StatusMemory, lastLines(stderr, 2))
+	case outOfMemory(stderr) != "":
+		return executor.Failed(executor.StatusMemory, outOfMemory(stderr))
 	case e.signal != "":
-		return executor.Failed(executor.StatusRuntimeError, "killed by "+e.signal+": "+lastLines(stderr, 2))
+		return executor.Failed(executor.StatusRuntimeError, "killed by "+e.signal+": "+firstLines(stderr, 2))
 	default:
 		return executor.Failed(executor.StatusRuntimeError, fmt.Sprintf("exit %d: %s", e.code, firstLines(stderr, 3)))
 	}
+}
+
+// outOfMemory returns the Go runtime's fatal error line when stderr shows a
+// failed allocation ("fatal error: runtime: out of memory", or "cannot
+// allocate memory" when mmap fails under RLIMIT_DATA), else "".
+func outOfMemory(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "fatal error:") &&
+			(strings.Contains(line, "out of memory") || strings.Contains(line, "cannot allocate memory")) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
 
 func firstLines(s string, n int) string {
 	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
 	if len(lines) > n {
 		lines = lines[:n]
-	}
-	return strings.Join(lines, " | ")
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
 }

@@ -72,6 +72,9 @@ func main() {
 		for i := 0; i < 10<<10; i++ {
 			fmt.Println(line)
 		}
+	case "reject":
+		fmt.Fprintln(os.Stderr, "fake executor refuses its job")
+		os.Exit(executor.ExitRejected)
 	case "panic":
 		panic("fake executor crashed")
 	case "fork": // leave a child behind, then hang
