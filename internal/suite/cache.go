@@ -167,10 +167,12 @@ func writeAtomic(path string, b []byte) error {
 		return err
 	}
 	tmp := f.Name()
+	// Readable by every worker of the machine, like any cache file.
+	merr := f.Chmod(0o644)
 	_, werr := f.Write(b)
 	serr := f.Sync()
 	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
+	if err := errors.Join(merr, werr, serr, cerr); err != nil {
 		os.Remove(tmp)
 		return err
 	}

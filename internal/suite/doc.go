@@ -17,7 +17,8 @@
 // split only (the agent's view; Card.Vector is its fixed-length numeric
 // form), the Data with the hidden test labels, the metric (R² or ROC AUC,
 // higher is better) and a Leaderboard: the scores of a fixed panel of 44
-// reference pipelines of deliberately varied quality, best first, whose best
+// reference pipelines of deliberately varied quality (a reference that fails
+// numerically is left off; at most 4 may), best first, whose best
 // program is the task's ExampleProgram. Position places a score on that
 // leaderboard as (N − rank + 1)/N.
 //

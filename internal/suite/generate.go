@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -204,24 +205,34 @@ func buildTask(ctx context.Context, opts Options, i int, score scoreFunc) (*Task
 	return t, nil
 }
 
-// buildLeaderboard scores every reference program of the task's kind. Every
-// panel program must run: a failure is a bug in the panel or the engine.
+// buildLeaderboard scores every reference program of the task's kind. A
+// reference that fails by its own fault (a numerical breakdown, non-finite
+// predictions) is left off the leaderboard; at most a tenth of the panel
+// may fail. Any other error (a bug, a cancelled context) stops the build.
 func (t *Task) buildLeaderboard(ctx context.Context, opts Options, score scoreFunc) error {
 	progs := panelFor(t.Kind, opts.PanelSize)
-	scores := make([]float64, len(progs))
-	best := -1
+	scores := make([]float64, 0, len(progs))
+	best, bestScore := -1, math.Inf(-1)
+	var failures []string
 	for j, p := range progs {
 		v, err := score(ctx, p, t.Data, panelSeed(t.Seed, j))
+		if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			err = fmt.Errorf("%w: score %g", tabular.ErrNonFinite, v)
+		}
 		if err != nil {
-			return fmt.Errorf("reference program %q: %w", p, err)
+			if ctx.Err() != nil || !(tabular.IsSolutionError(err) || errors.Is(err, tabular.ErrNonFinite)) {
+				return fmt.Errorf("reference program %q: %w", p, err)
+			}
+			failures = append(failures, fmt.Sprintf("%q: %v", p, err))
+			continue
 		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("reference program %q: non-finite score %g", p, v)
+		scores = append(scores, v)
+		if v > bestScore {
+			best, bestScore = j, v
 		}
-		scores[j] = v
-		if best < 0 || v > scores[best] {
-			best = j
-		}
+	}
+	if len(failures) > len(progs)/10 {
+		return fmt.Errorf("%d of %d reference programs failed, first %s", len(failures), len(progs), failures[0])
 	}
 	t.Leaderboard = sortedDesc(scores)
 	t.ExampleProgram = progs[best]

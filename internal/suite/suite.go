@@ -88,7 +88,8 @@ type Task struct {
 	// shown to the agent and not part of the JSON form.
 	Data *tabular.Dataset `json:"-"`
 	// Leaderboard holds the scores of the reference panel on this task,
-	// best first (higher is better).
+	// best first (higher is better): one per reference program that ran
+	// (all of them, barring a rare numerical failure of at most a tenth).
 	Leaderboard []float64 `json:"leaderboard"`
 	// ExampleProgram is the text of the panel's best program on this task.
 	ExampleProgram string `json:"example_program"`
