@@ -1,0 +1,16 @@
+// Package runconfig is the configuration of one training run: what the
+// `wmrl run` command reads from YAML (or takes from a named preset), checks
+// once, and hands to the TrainingRun workflow as a typed value.
+//
+// Parsing is strict: an unknown field, a duplicate field or a second YAML
+// document is an error, and every validation error names the field by its
+// path, as in "anchors.fraction: must be in [0,1], got 1.5". Omitted fields
+// keep the value of the base configuration (Default, or a preset), so a file
+// only needs the fields it changes.
+//
+// Presets: tiny (tests: a few small groups, seconds), demo (a short run that
+// finishes in minutes on two cores), small and default.
+//
+// A Config is a plain value with json tags equal to its yaml names, so
+// Temporal carries it in workflow inputs and Postgres stores it as JSONB.
+package runconfig

@@ -1,0 +1,87 @@
+package runconfig
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wmrl/wmrl/internal/debias"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/suite"
+)
+
+// Default is the configuration of a full run on the built-in suite: 200
+// steps of 32 groups of 8, a tenth of the groups anchors, the default
+// debiaser and denoiser, held-out avg@8 every 20 steps.
+func Default() Config {
+	return Config{
+		Name:      "default",
+		Mode:      mode.WMRL,
+		Seed:      1,
+		SuiteSeed: suite.DefaultSeed,
+		Steps:     200,
+		Groups:    32,
+		Samples:   8,
+		Anchors:   Anchors{Fraction: 0.1, Min: 1, Capacity: 0},
+		Debias: Debias{
+			Method: debias.MethodPAVA, Bins: 10, MinPairs: 32, Window: 0,
+		},
+		Denoise:   Denoise{HalfLife: 32, Warmup: 16, RhoMax: 10},
+		Advantage: Advantage{Standardize: true, Eps: 1e-4},
+		Policy:    Policy{LearningRate: 0.01, KLCoef: 0, Hidden: 32},
+		Eval:      Eval{Every: 20, Samples: 8, Tasks: 0},
+
+		ContinueAsNewEvery: 50,
+		// The deadline is generous on purpose: a program of the built-in
+		// suite takes well under a few seconds, so a deadline kill (which
+		// depends on the machine's load and would make a step's outcome
+		// depend on timing) only ends programs that are truly stuck.
+		Sandbox:     Sandbox{Kind: SandboxAuto, MemoryMB: 512, DeadlineSeconds: 120, CPUs: 1},
+		Parallelism: 16,
+	}
+}
+
+// presetNames lists the presets in a fixed order.
+var presetNames = []string{"tiny", "demo", "small", "default"}
+
+// PresetNames returns the valid preset names.
+func PresetNames() []string { return append([]string(nil), presetNames...) }
+
+// Preset returns a named configuration: tiny (for tests: 3 steps of 4
+// groups of 4, 2 held-out tasks), demo (10 steps of 8 groups of 8, finishes
+// in minutes on two cores), small (50 steps of 16 groups of 8) or default
+// (Default). The error lists the valid names.
+func Preset(name string) (Config, error) {
+	c := Default()
+	switch name {
+	case "tiny":
+		c.Name = "tiny"
+		c.Steps, c.Groups, c.Samples = 3, 4, 4
+		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
+		c.Debias.MinPairs = 8
+		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10}
+		c.Policy.Hidden = 16
+		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
+		c.ContinueAsNewEvery = 2
+		c.Parallelism = 4
+	case "demo":
+		c.Name = "demo"
+		c.Steps, c.Groups, c.Samples = 10, 8, 8
+		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
+		c.Debias.MinPairs = 16
+		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10}
+		c.Eval = Eval{Every: 5, Samples: 8, Tasks: 4}
+		c.ContinueAsNewEvery = 5
+		c.Parallelism = 4
+	case "small":
+		c.Name = "small"
+		c.Steps, c.Groups, c.Samples = 50, 16, 8
+		c.Anchors = Anchors{Fraction: 0.125, Min: 1}
+		c.Eval = Eval{Every: 10, Samples: 8, Tasks: 8}
+		c.ContinueAsNewEvery = 25
+		c.Parallelism = 8
+	case "default":
+	default:
+		return Config{}, fmt.Errorf("unknown preset %q: valid presets are %s", name, strings.Join(presetNames, ", "))
+	}
+	return c, nil
+}
