@@ -26,5 +26,6 @@ func newRootCmd() *cobra.Command {
 	// Each subcommand lives in its own file and is added here.
 	root.AddCommand(newCalibrateCmd())
 	root.AddCommand(newSuiteCmd())
+	root.AddCommand(newExecCmd())
 	return root
 }

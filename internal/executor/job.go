@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/tabular"
 )
 
@@ -66,4 +67,9 @@ func DecodeJob(r io.Reader) (*Job, error) {
 		return nil, err
 	}
 	return &j, nil
+}
+
+// NewJob is the job of running program on task t with the given seed.
+func NewJob(t *suite.Task, program string, seed uint64) *Job {
+	return &Job{TaskID: t.ID, Program: program, Data: t.Data, Leaderboard: t.Leaderboard, Seed: seed}
 }

@@ -174,8 +174,14 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	case <-timer.C:
 		e.timedOut = true
 		killCPU = d.oneShotCPU(ctx, id)
-		if err := d.cli.ContainerKill(ctx, id, "KILL"); err != nil && !isGone(err) {
-			return executor.Result{}, fmt.Errorf("kill container at deadline: %w", err)
+		if err := d.cli.ContainerKill(ctx, id, "KILL"); err != nil {
+			// It may have exited on its own just now; then its own
+			// result stands, as in the process sandbox.
+			info, ierr := d.cli.ContainerInspect(ctx, id)
+			if ierr != nil || info.State == nil || info.State.Running {
+				return executor.Result{}, fmt.Errorf("kill container at deadline: %w", err)
+			}
+			e.timedOut = false
 		}
 		select {
 		case w := <-waitCh:
