@@ -17,7 +17,7 @@ import (
 // Version identifies the generator, the reference panel and the encoding.
 // Bump it whenever any of them changes what a suite contains, so that
 // cached suites built by older code are not reused.
-const Version = 1
+const Version = 2
 
 // magic opens every encoded suite.
 const magic = "wmrl-suite\n"

@@ -13,10 +13,12 @@ import (
 // the constant model to tuned boosting, whose scores on a task form its
 // leaderboard. The regression and classification panels mirror each other,
 // with ridge in one where logistic stands in the other. Sizes are kept
-// modest so that the default suite builds in about a minute.
+// modest so that the default suite builds in about a minute. Every value is
+// on the token grid of package program, so every reference program (and
+// every task's ExampleProgram) has a token form a policy can encode.
 var regressionPanel = [...]string{
 	"mean",
-	"ridge alpha=1000000",
+	"select k=1 | knn k=50",
 	"select k=1 | ridge alpha=1",
 	"select k=2 | ridge alpha=1",
 	"pca k=2 | ridge alpha=1",
@@ -63,7 +65,7 @@ var regressionPanel = [...]string{
 
 var classificationPanel = [...]string{
 	"mean",
-	"standardize | logistic alpha=1000000 iters=5",
+	"select k=1 | knn k=50",
 	"standardize | select k=1 | logistic alpha=1 iters=10",
 	"standardize | select k=2 | logistic alpha=1 iters=10",
 	"standardize | pca k=2 | logistic alpha=1 iters=10",

@@ -304,6 +304,15 @@ func TestPanel(t *testing.T) {
 			}
 			seen[p] = true
 		}
+		for _, text := range ps {
+			p, err := program.Parse(text)
+			if err != nil {
+				t.Fatalf("%s panel: %q: %v", k, text, err)
+			}
+			if _, err := program.Encode(p); err != nil {
+				t.Errorf("%s panel: %q has no token form: %v", k, text, err)
+			}
+		}
 		if got := Panel(k, 3); !slices.Equal(got, ps[:3]) {
 			t.Errorf("%s: Panel(k, 3) = %v", k, got)
 		}
