@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (if missing) and starts a local PostgreSQL for wmrl on Debian/Ubuntu,
-# then prints a DSN on stdout. Idempotent: running it again on a machine where
-# Postgres is installed and up changes nothing and prints the same DSN.
+# creates the database "wmrl", then prints its DSN on stdout. Idempotent:
+# running it again on a machine where all that is done changes nothing and
+# prints the same DSN.
 #
 # Access: the Debian cluster authenticates Unix-socket clients by "peer" (OS
 # user name = database user). So that tests and `wmrl migrate` can connect as
@@ -83,10 +84,15 @@ elif [ "$changed" -eq 1 ]; then
 	as_root pg_ctlcluster "$version" main reload >&2
 fi
 
-dsn="host=/var/run/postgresql user=postgres dbname=postgres"
+# The wmrl database (created once); its DSN is printed.
+admin="host=/var/run/postgresql user=postgres dbname=postgres"
 for i in $(seq 1 30); do
-	if psql "$dsn" -XAtqc 'select 1' >/dev/null 2>&1; then
-		echo "$dsn"
+	if psql "$admin" -XAtqc 'select 1' >/dev/null 2>&1; then
+		if [ -z "$(psql "$admin" -XAtqc "select 1 from pg_database where datname = 'wmrl'")" ]; then
+			log "creating database wmrl"
+			psql "$admin" -XAtqc 'create database wmrl' >&2
+		fi
+		echo "host=/var/run/postgresql user=postgres dbname=wmrl"
 		exit 0
 	fi
 	sleep 1

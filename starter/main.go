@@ -27,5 +27,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newCalibrateCmd())
 	root.AddCommand(newSuiteCmd())
 	root.AddCommand(newExecCmd())
+	root.AddCommand(newMigrateCmd())
 	return root
 }

@@ -65,3 +65,7 @@ var (
 	_ querier = (*pgxpool.Conn)(nil)
 	_ querier = (pgx.Tx)(nil)
 )
+
+// DefaultDSN is the database of the local stack that deploy/postgres.sh
+// creates: the Debian cluster's Unix socket, database wmrl.
+const DefaultDSN = "host=/var/run/postgresql user=postgres dbname=wmrl"
