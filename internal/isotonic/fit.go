@@ -114,21 +114,22 @@ func sortItems[P any](es []item[P]) []item[P] {
 
 // fitUnit pools ties and fits unit-weight items sorted by key.
 func fitUnit(es []item[float64]) (Map, error) {
-	var p pava
+	var bs []block
 	for i := 0; i < len(es); {
 		first, k := i, es[i].k
 		var sy float64
 		for ; i < len(es) && es[i].k == k; i++ {
 			sy += es[i].v
 		}
-		p.push(first, i-1, sy, float64(i-first))
+		sw := float64(i - first)
+		bs = push(bs, block{first: first, last: i - 1, sy: sy, sw: sw, y: sy / sw})
 	}
-	return knots(p.bs, es)
+	return knots(bs, es)
 }
 
 // fitWeighted pools ties and fits weighted items sorted by key.
 func fitWeighted(es []item[yw]) (Map, error) {
-	var p pava
+	var bs []block
 	for i := 0; i < len(es); {
 		first, k := i, es[i].k
 		var sy, sw float64
@@ -136,9 +137,9 @@ func fitWeighted(es []item[yw]) (Map, error) {
 			sy += es[i].v.w * es[i].v.y
 			sw += es[i].v.w
 		}
-		p.push(first, i-1, sy, sw)
+		bs = push(bs, block{first: first, last: i - 1, sy: sy, sw: sw, y: sy / sw})
 	}
-	return knots(p.bs, es)
+	return knots(bs, es)
 }
 
 // block is a run of sorted items es[first..last] fitted by one value: the
@@ -148,23 +149,18 @@ type block struct {
 	sy, sw, y   float64
 }
 
-// pava is the stack of pool adjacent violators: block means strictly
-// increase from bottom to top.
-type pava struct{ bs []block }
-
-// push appends the pooled point es[first..last] (weighted sum of y sy, total
-// weight sw), merging it with the blocks below while their mean is not lower.
-func (p *pava) push(first, last int, sy, sw float64) {
-	b := block{first: first, last: last, sy: sy, sw: sw, y: sy / sw}
-	for n := len(p.bs); n > 0 && p.bs[n-1].y >= b.y; n-- {
-		q := &p.bs[n-1]
-		b.first = q.first
-		b.sy += q.sy
-		b.sw += q.sw
+// push adds b on top of the pool-adjacent-violators stack bs, whose block
+// means strictly increase upwards, merging it with the blocks below while
+// their mean is not lower, and returns the new stack.
+func push(bs []block, b block) []block {
+	n := len(bs)
+	for ; n > 0 && bs[n-1].y >= b.y; n-- {
+		b.first = bs[n-1].first
+		b.sy += bs[n-1].sy
+		b.sw += bs[n-1].sw
 		b.y = b.sy / b.sw
-		p.bs = p.bs[:n-1]
 	}
-	p.bs = append(p.bs, b)
+	return append(bs[:n], b)
 }
 
 // knots turns the blocks into a Map, keeping the first and last x of each.
