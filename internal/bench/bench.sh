@@ -1,5 +1,28 @@
 #!/usr/bin/env bash
-# make bench: Go benchmarks of wmrl's hot paths, with baselines run side by side.
+# make bench: Go benchmarks of wmrl's hot paths, then isotonic.Fit side by
+# side with scikit-learn's IsotonicRegression(out_of_bounds="clip").fit on the
+# same data (internal/bench/isobench), failing if predictions differ by > 1e-9.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+# Debian's scikit-learn, for /usr/bin/python3 (the python3 first on PATH may
+# be another interpreter without it).
+PY=/usr/bin/python3
+if ! "$PY" -c 'import sklearn' 2>/dev/null; then
+	echo "bench: installing python3-sklearn (Debian package)" >&2
+	SUDO=()
+	if [ "$(id -u)" != 0 ]; then SUDO=(sudo); fi
+	export DEBIAN_FRONTEND=noninteractive
+	if ! "${SUDO[@]}" apt-get install -y python3-sklearn; then
+		"${SUDO[@]}" apt-get update
+		"${SUDO[@]}" apt-get install -y python3-sklearn
+	fi
+	"$PY" -c 'import sklearn' || { echo "bench: scikit-learn still not importable by $PY" >&2; exit 1; }
+fi
+
+echo "== go test -bench (internal/...)"
 go test -run '^$' -bench . -benchmem ./internal/...
+
+echo
+echo "== isotonic.Fit vs scikit-learn"
+go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@"
