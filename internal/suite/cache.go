@@ -41,6 +41,8 @@ type Loader struct {
 	// Workers is the number of goroutines building tasks; 0 means
 	// GOMAXPROCS.
 	Workers int
+
+	pollEvery time.Duration // how often to look for another builder's file; 0: 500ms
 }
 
 // Load returns the default-sized suite for a suite seed, from the default
@@ -74,8 +76,10 @@ func (l Loader) Path(opts Options) (string, error) {
 // first task's best reference score; otherwise the suite is built (on the
 // first use this takes a while) and written atomically: to a temporary file
 // in the same directory, then renamed, so concurrent workers never read a
-// partial file. Every worker loading the same options gets the same suite
-// and the same Hash.
+// partial file. While one process builds, it holds a lock file next to the
+// cache file and other loaders wait for its result instead of building the
+// same suite (a lock older than 10 minutes is ignored). Every worker loading
+// the same options gets the same suite and the same Hash.
 func (l Loader) Load(ctx context.Context, opts Options) (*Suite, error) {
 	return l.load(ctx, opts, engineScore)
 }
@@ -89,15 +93,30 @@ func (l Loader) load(ctx context.Context, opts Options, score scoreFunc) (*Suite
 		return nil, err
 	}
 	s, err := readCached(ctx, path, opts, score)
-	switch {
-	case err == nil:
+	if err == nil {
 		return s, nil
-	case errors.Is(err, fs.ErrNotExist):
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("load suite: %w", ctx.Err())
+	}
+	release, held := acquireBuildLock(path)
+	if !held {
+		// Another process is building this suite: wait for its file
+		// rather than spend the same minute of CPU.
+		l.note("wmrl: another process is building %s; waiting for it\n", path)
+		if s, err = l.waitForBuilder(ctx, path, opts, score); err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("load suite: %w", ctx.Err())
+		}
+		release, _ = acquireBuildLock(path)
+	}
+	defer release()
+	if errors.Is(err, fs.ErrNotExist) {
 		l.note("wmrl: building suite (seed %d, %d tasks); this takes a while the first time, then it is cached in %s\n",
 			opts.Seed, opts.Train+opts.HeldOut, path)
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("load suite: %w", ctx.Err())
-	default:
+	} else {
 		l.note("wmrl: cached suite %s is unusable (%v); rebuilding\n", path, err)
 	}
 	workers := l.Workers
@@ -154,6 +173,66 @@ func readCached(ctx context.Context, path string, opts Options, score scoreFunc)
 		return nil, fmt.Errorf("engine check on %s: best reference scores %g now, %g when cached", t.ID, v, t.Leaderboard[0])
 	}
 	return s, nil
+}
+
+// lockStale is the age after which a build lock is taken to be left over
+// by a crashed process and ignored.
+const lockStale = 10 * time.Minute
+
+// acquireBuildLock creates path.lock exclusively. held is false when
+// another process holds a fresh lock. When the lock cannot be created for
+// any other reason the build goes ahead unlocked (held is true): the lock
+// only saves work, correctness rests on the atomic rename.
+func acquireBuildLock(path string) (release func(), held bool) {
+	lock := path + ".lock"
+	noop := func() {}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return noop, true
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(lock) }, true
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return noop, true
+		}
+		if !lockIsStale(lock) {
+			return noop, false
+		}
+		os.Remove(lock)
+	}
+	return noop, true
+}
+
+func lockIsStale(lock string) bool {
+	fi, err := os.Stat(lock)
+	return err == nil && time.Since(fi.ModTime()) > lockStale
+}
+
+// waitForBuilder polls for the suite file another process is building,
+// until its lock disappears or goes stale. It returns the suite once it
+// verifies, or the last error.
+func (l Loader) waitForBuilder(ctx context.Context, path string, opts Options, score scoreFunc) (*Suite, error) {
+	every := l.pollEvery
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	lock := path + ".lock"
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(every):
+		}
+		_, statErr := os.Stat(lock)
+		done := statErr != nil || lockIsStale(lock)
+		s, err := readCached(ctx, path, opts, score)
+		if err == nil || done {
+			return s, err
+		}
+	}
 }
 
 // writeAtomic writes b to path through a temporary file and a rename.

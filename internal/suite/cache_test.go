@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestCacheRoundTrip(t *testing.T) {
@@ -78,7 +79,7 @@ func TestCacheConcurrentLoads(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := Loader{Dir: dir, Workers: 1}.Load(ctx, opts)
+			s, err := Loader{Dir: dir, Workers: 1, pollEvery: 20 * time.Millisecond}.Load(ctx, opts)
 			if err == nil {
 				hashes[i] = s.Hash
 			}
@@ -190,4 +191,92 @@ func flip(b []byte, i int) []byte {
 	out := bytes.Clone(b)
 	out[i] ^= 0x40
 	return out
+}
+
+func TestCacheWaitsForBuilder(t *testing.T) {
+	// A fresh lock means another process is building: the loader waits for
+	// its file instead of building the suite again.
+	ctx := context.Background()
+	opts := smallOptions(7)
+	var log bytes.Buffer
+	l := Loader{Dir: t.TempDir(), Progress: &log, pollEvery: 10 * time.Millisecond}
+	path, _ := l.Path(opts)
+	if err := writeAtomic(path+".lock", nil); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		s   *Suite
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		s, err := l.Load(ctx, opts)
+		got <- result{s, err}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	// The "other process" finishes: file first, then the lock goes.
+	if err := writeAtomic(path, marshalSuite(smallSuite(t))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil || r.s.Hash != smallSuite(t).Hash {
+		t.Fatalf("Load = %v, %v", r.s, r.err)
+	}
+	if !strings.Contains(log.String(), "waiting") || strings.Contains(log.String(), "building suite") {
+		t.Fatalf("log %q: want a wait and no build", log.String())
+	}
+}
+
+func TestCacheIgnoresStaleLock(t *testing.T) {
+	// A lock left by a crashed builder (older than lockStale) is ignored.
+	ctx := context.Background()
+	opts := smallOptions(7)
+	var log bytes.Buffer
+	l := Loader{Dir: t.TempDir(), Progress: &log, pollEvery: 10 * time.Millisecond}
+	path, _ := l.Path(opts)
+	lock := path + ".lock"
+	if err := writeAtomic(lock, nil); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * lockStale)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Load(ctx, opts)
+	if err != nil || s.Hash != smallSuite(t).Hash {
+		t.Fatalf("Load = %v, %v", s, err)
+	}
+	if !strings.Contains(log.String(), "building suite") || strings.Contains(log.String(), "waiting") {
+		t.Fatalf("log %q: want a build without waiting", log.String())
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Fatalf("lock left behind: %v", err)
+	}
+}
+
+func TestCacheBuilderGone(t *testing.T) {
+	// The builder released its lock without writing a file (it failed):
+	// the waiting loader builds the suite itself.
+	ctx := context.Background()
+	opts := smallOptions(7)
+	var log bytes.Buffer
+	l := Loader{Dir: t.TempDir(), Progress: &log, pollEvery: 10 * time.Millisecond}
+	path, _ := l.Path(opts)
+	if err := writeAtomic(path+".lock", nil); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		os.Remove(path + ".lock")
+	}()
+	s, err := l.Load(ctx, opts)
+	if err != nil || s.Hash != smallSuite(t).Hash {
+		t.Fatalf("Load = %v, %v", s, err)
+	}
+	if !strings.Contains(log.String(), "waiting") || !strings.Contains(log.String(), "building suite") {
+		t.Fatalf("log %q: want a wait, then a build", log.String())
+	}
 }
