@@ -20,9 +20,12 @@ if ! "$PY" -c 'import sklearn' 2>/dev/null; then
 	"$PY" -c 'import sklearn' || { echo "bench: scikit-learn still not importable by $PY" >&2; exit 1; }
 fi
 
+# Run both parts even if the first fails, then fail if either did.
+status=0
 echo "== go test -bench (internal/...)"
-go test -run '^$' -bench . -benchmem ./internal/...
+go test -run '^$' -bench . -benchmem ./internal/... || status=$?
 
 echo
 echo "== isotonic.Fit vs scikit-learn"
-go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@"
+go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@" || status=$?
+exit "$status"
