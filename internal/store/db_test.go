@@ -48,6 +48,7 @@ func setUp() testEnv {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	dropStale(ctx, e.admin)
 	name, err := createDB(ctx, e.admin)
 	if err != nil {
 		e.err = err
@@ -141,6 +142,39 @@ func dropDB(ctx context.Context, admin, name string) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
+}
+
+// dropStale drops test databases left by test processes of this machine
+// that died without cleaning up (a panic skips TestMain's drop). It acts only
+// on a Unix-socket server, where the pid in a name is a pid of this machine.
+func dropStale(ctx context.Context, admin string) {
+	cfg, err := pgx.ParseConfig(admin)
+	if err != nil || !strings.HasPrefix(cfg.Host, "/") {
+		return
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'wmrl\_test\_%'`)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		var pid int
+		if _, err := fmt.Sscanf(n, "wmrl_test_%d_", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // still running (or the pid was reused: leave it)
+		}
+		_ = dropDB(ctx, admin, n) // best effort
+	}
 }
 
 // withDatabase returns dsn (keyword/value or URL) naming database db.
