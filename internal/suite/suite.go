@@ -85,7 +85,8 @@ type Task struct {
 	Metric   string       `json:"metric"`
 	Card     Card         `json:"card"`
 	// Data holds the train split and the hidden test split. It is never
-	// shown to the agent and not part of the JSON form.
+	// shown to the agent and not part of the JSON form. It is shared by
+	// every user of the suite: treat it as read-only.
 	Data *tabular.Dataset `json:"-"`
 	// Leaderboard holds the scores of the reference panel on this task,
 	// best first (higher is better): one per reference program that ran
