@@ -9,108 +9,91 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// table describes how a batch of rows meets an existing table. The names
-// are constants of this package, never user input.
-type table struct {
-	name string   // target table
-	key  []string // primary key columns
-	cols []string // other columns written by the batch
+// batch is a set of rows headed for a table, sent as one array per column
+// and read back in SQL as the relation "s" (unnest zips the arrays). The
+// table and column names are constants of this package, never user input.
+type batch struct {
+	table string   // target table
+	key   []string // primary key columns
+	cols  []string // other columns of the batch
+	types []string // SQL types of key and cols, in that order
+	args  []any    // one slice per column of key and cols, all of one length
 }
 
-func (t table) all() []string { return append(append([]string(nil), t.key...), t.cols...) }
+func (b batch) columns() []string { return append(append([]string(nil), b.key...), b.cols...) }
 
-func (t table) staging() string { return "staged_" + t.name }
-
-// stage creates a temporary table with the columns of t (dropped at commit) and copies
-// rows into it; each row holds the values of t.all() in order. It fails when
-// two rows share a key, which is a caller bug.
-func stage(ctx context.Context, tx pgx.Tx, t table, rows [][]any) error {
-	tmp := t.staging()
-	// Column types of the target, without its constraints.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s ON COMMIT DROP AS SELECT %s FROM %s WITH NO DATA",
-		tmp, strings.Join(t.all(), ", "), t.name)); err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+// source is the batch as a FROM item named s.
+func (b batch) source() string {
+	params := make([]string, len(b.types))
+	for i, t := range b.types {
+		params[i] = fmt.Sprintf("$%d::%s[]", i+1, t)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tmp}, t.all(), pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy into %s: %w", tmp, err)
-	}
-	key := strings.Join(t.key, ", ")
-	dup, err := firstKey(ctx, tx, fmt.Sprintf("SELECT %s FROM %s GROUP BY %s HAVING count(*) > 1 ORDER BY %s LIMIT 1", key, tmp, key, key), len(t.key))
-	if err != nil {
-		return fmt.Errorf("check %s for duplicates: %w", t.name, err)
-	}
-	if dup != "" {
-		return fmt.Errorf("duplicate key %s in one batch for %s", dup, t.name)
-	}
-	return nil
+	return fmt.Sprintf("unnest(%s) AS s(%s)", strings.Join(params, ", "), strings.Join(b.columns(), ", "))
 }
 
-// insertNew inserts the staged rows whose key is not in t yet (in key order,
-// so that concurrent batches lock keys in the same order) and returns how
-// many it inserted. If cmp is non-empty, it then fails with ErrConflict when
-// a staged row's cmp columns differ from the stored row's.
-func insertNew(ctx context.Context, tx pgx.Tx, t table, cmp []string) (int, error) {
-	all := strings.Join(t.all(), ", ")
-	key := strings.Join(t.key, ", ")
+// joinOn is the condition matching s to the stored row d by key.
+func (b batch) joinOn() string {
+	on := make([]string, len(b.key))
+	for i, k := range b.key {
+		on[i] = fmt.Sprintf("d.%s = s.%s", k, k)
+	}
+	return strings.Join(on, " AND ")
+}
+
+func (b batch) sKey() string {
+	sk := make([]string, len(b.key))
+	for i, k := range b.key {
+		sk[i] = "s." + k
+	}
+	return strings.Join(sk, ", ")
+}
+
+// insertNew inserts the rows whose key is not stored yet (in key order, so
+// that concurrent batches lock keys in the same order) and returns how many
+// it inserted. If cmp is non-empty, it then fails with ErrConflict when a
+// row's cmp columns differ from the stored row's. Run it in a transaction so
+// that a conflict undoes the insert.
+func insertNew(ctx context.Context, tx pgx.Tx, b batch, cmp []string) (int, error) {
+	all := strings.Join(b.columns(), ", ")
 	tag, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ORDER BY %s ON CONFLICT (%s) DO NOTHING",
-		t.name, all, all, t.staging(), key, key))
+		b.table, all, all, b.source(), strings.Join(b.key, ", "), strings.Join(b.key, ", ")), b.args...)
 	if err != nil {
-		return 0, fmt.Errorf("insert %s: %w", t.name, err)
+		return 0, fmt.Errorf("insert %s: %w", b.table, err)
 	}
 	if len(cmp) > 0 {
-		if err := checkSame(ctx, tx, t, cmp, ""); err != nil {
+		if err := checkSame(ctx, tx, b, cmp); err != nil {
 			return 0, err
 		}
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// checkSame fails with ErrConflict naming the first staged key whose stored
-// row differs in the cmp columns (NULLs compare equal). Extra, if not empty,
-// is an SQL condition on the stored row "d" restricting the check.
-func checkSame(ctx context.Context, tx pgx.Tx, t table, cmp []string, extra string) error {
-	var on, d, s []string
-	for _, k := range t.key {
-		on = append(on, fmt.Sprintf("d.%s = s.%s", k, k))
+// checkSame fails with ErrConflict naming the first key of the batch whose
+// stored row differs in the cmp columns (NULLs compare equal).
+func checkSame(ctx context.Context, tx pgx.Tx, b batch, cmp []string) error {
+	d := make([]string, len(cmp))
+	s := make([]string, len(cmp))
+	for i, c := range cmp {
+		d[i], s[i] = "d."+c, "s."+c
 	}
-	for _, c := range cmp {
-		d = append(d, "d."+c)
-		s = append(s, "s."+c)
-	}
-	where := fmt.Sprintf("(%s) IS DISTINCT FROM (%s)", strings.Join(d, ", "), strings.Join(s, ", "))
-	if len(cmp) == 1 {
-		where = fmt.Sprintf("%s IS DISTINCT FROM %s", d[0], s[0])
-	}
-	if extra != "" {
-		where += " AND " + extra
-	}
-	var sk []string
-	for _, k := range t.key {
-		sk = append(sk, "s."+k)
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s s JOIN %s d ON %s WHERE %s ORDER BY %s LIMIT 1",
-		strings.Join(sk, ", "), t.staging(), t.name, strings.Join(on, " AND "), where, strings.Join(sk, ", "))
-	k, err := firstKey(ctx, tx, q, len(t.key))
+	q := fmt.Sprintf("SELECT %s FROM %s JOIN %s d ON %s WHERE ROW(%s) IS DISTINCT FROM ROW(%s) ORDER BY %s LIMIT 1",
+		b.sKey(), b.source(), b.table, b.joinOn(), strings.Join(d, ", "), strings.Join(s, ", "), b.sKey())
+	k, err := firstKey(ctx, tx, len(b.key), q, b.args...)
 	if err != nil {
-		return fmt.Errorf("compare %s: %w", t.name, err)
+		return fmt.Errorf("compare %s: %w", b.table, err)
 	}
 	if k != "" {
-		return fmt.Errorf("%s %s: %w", t.name, k, ErrConflict)
+		return fmt.Errorf("%s %s: %w", b.table, k, ErrConflict)
 	}
 	return nil
 }
 
-// missing fails with ErrNotFound naming the first key staged for t that is
-// absent from the table target (which has t's key columns).
-func missing(ctx context.Context, tx pgx.Tx, t table, target string) error {
-	var on, sk []string
-	for _, k := range t.key {
-		on = append(on, fmt.Sprintf("d.%s = s.%s", k, k))
-		sk = append(sk, "s."+k)
-	}
-	q := fmt.Sprintf("SELECT %s FROM %s s WHERE NOT EXISTS (SELECT 1 FROM %s d WHERE %s) ORDER BY %s LIMIT 1",
-		strings.Join(sk, ", "), t.staging(), target, strings.Join(on, " AND "), strings.Join(sk, ", "))
-	k, err := firstKey(ctx, tx, q, len(t.key))
+// missing fails with ErrNotFound naming the first key of the batch absent
+// from the table target (which has the batch's key columns).
+func missing(ctx context.Context, tx pgx.Tx, b batch, target string) error {
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE NOT EXISTS (SELECT 1 FROM %s d WHERE %s) ORDER BY %s LIMIT 1",
+		b.sKey(), b.source(), target, b.joinOn(), b.sKey())
+	k, err := firstKey(ctx, tx, len(b.key), q, b.args...)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", target, err)
 	}
@@ -122,13 +105,13 @@ func missing(ctx context.Context, tx pgx.Tx, t table, target string) error {
 
 // firstKey runs q, which returns at most one row of n key columns, and
 // formats that row as "(a, b, c)", or returns "" when there is no row.
-func firstKey(ctx context.Context, tx pgx.Tx, q string, n int) (string, error) {
+func firstKey(ctx context.Context, tx pgx.Tx, n int, q string, args ...any) (string, error) {
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err := tx.QueryRow(ctx, q).Scan(ptrs...)
+	err := tx.QueryRow(ctx, q, args...).Scan(ptrs...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -140,6 +123,20 @@ func firstKey(ctx context.Context, tx pgx.Tx, q string, n int) (string, error) {
 		parts[i] = fmt.Sprint(v)
 	}
 	return "(" + strings.Join(parts, ", ") + ")", nil
+}
+
+// firstDup returns the first key that occurs twice in keys, if any. A batch
+// that names a key twice is a caller bug.
+func firstDup[K comparable](keys []K) (K, bool) {
+	seen := make(map[K]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+	}
+	var zero K
+	return zero, false
 }
 
 // insertOne runs insert, an INSERT ... ON CONFLICT DO NOTHING of one row,

@@ -34,27 +34,24 @@ func (s *Store) RecordAnchorPairs(ctx context.Context, pairs []AnchorPair) (int,
 	if len(pairs) == 0 {
 		return 0, nil
 	}
-	rows := make([][]any, len(pairs))
+	keys, wm, env := make([]Key, len(pairs)), make([]float64, len(pairs)), make([]float64, len(pairs))
 	for i, p := range pairs {
-		if err := p.validate(); err != nil {
-			return 0, fmt.Errorf("record anchor pairs: %w", err)
-		}
 		if !finite(p.WM) || !finite(p.Env) {
 			return 0, fmt.Errorf("record anchor pairs: %s: non-finite score (wm %v, env %v)", p.Key, p.WM, p.Env)
 		}
-		rows[i] = []any{p.Run, p.Step, p.Group, p.Sample, p.WM, p.Env}
+		keys[i], wm[i], env[i] = p.Key, p.WM, p.Env
 	}
-	t := table{name: "anchor_pairs", key: trajectoryKey, cols: []string{"wm", "env"}}
+	b, err := keyBatch("anchor_pairs", keys, []string{"wm", "env"}, []string{"float8", "float8"}, wm, env)
+	if err != nil {
+		return 0, fmt.Errorf("record anchor pairs: %w", err)
+	}
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := stage(ctx, tx, t, rows); err != nil {
-			return err
-		}
-		if err := missing(ctx, tx, t, "trajectories"); err != nil {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := missing(ctx, tx, b, "trajectories"); err != nil {
 			return err
 		}
 		var err error
-		n, err = insertNew(ctx, tx, t, t.cols)
+		n, err = insertNew(ctx, tx, b, b.cols)
 		return err
 	})
 	if err != nil {

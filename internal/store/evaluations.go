@@ -26,33 +26,48 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 	if len(evs) == 0 {
 		return 0, nil
 	}
-	rows := make([][]any, len(evs))
+	type evalKey struct {
+		run    string
+		step   int
+		task   string
+		sample int
+	}
+	n := len(evs)
+	keys := make([]evalKey, n)
+	runs, steps, tasks, samples, programs := make([]string, n), make([]int, n), make([]string, n), make([]int, n), make([]string, n)
+	status, score, metric, position := make([]string, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	detail, cpu, wall := make([]string, n), make([]float64, n), make([]float64, n)
 	for i, e := range evs {
+		name := fmt.Sprintf("%s/step-%d/%s/sample-%d", e.Run, e.Step, e.TaskID, e.Sample)
 		if e.Run == "" || e.Step < 0 || e.TaskID == "" || e.Sample < 0 {
-			return 0, fmt.Errorf("save evaluations: invalid key %s/step-%d/%s/sample-%d", e.Run, e.Step, e.TaskID, e.Sample)
+			return 0, fmt.Errorf("save evaluations: invalid key %s", name)
 		}
 		if err := checkResult(e.Result); err != nil {
-			return 0, fmt.Errorf("save evaluations: %s/step-%d/%s/sample-%d: %w", e.Run, e.Step, e.TaskID, e.Sample, err)
+			return 0, fmt.Errorf("save evaluations: %s: %w", name, err)
 		}
 		r := e.Result
-		rows[i] = []any{e.Run, e.Step, e.TaskID, e.Sample, e.Program, string(r.Status), r.Score, r.Metric, r.Position,
-			r.Detail, r.CPUSeconds, r.WallSeconds}
+		keys[i] = evalKey{e.Run, e.Step, e.TaskID, e.Sample}
+		runs[i], steps[i], tasks[i], samples[i], programs[i] = e.Run, e.Step, e.TaskID, e.Sample, e.Program
+		status[i], score[i], metric[i], position[i] = string(r.Status), r.Score, r.Metric, r.Position
+		detail[i], cpu[i], wall[i] = r.Detail, r.CPUSeconds, r.WallSeconds
 	}
-	t := table{name: "evaluations", key: []string{"run_id", "step", "task_id", "sample"},
-		cols: []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds"}}
-	var n int
+	if k, dup := firstDup(keys); dup {
+		return 0, fmt.Errorf("save evaluations: key %s/step-%d/%s/sample-%d twice in one batch", k.run, k.step, k.task, k.sample)
+	}
+	b := batch{table: "evaluations", key: []string{"run_id", "step", "task_id", "sample"},
+		cols:  []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds"},
+		types: []string{"text", "int", "text", "int", "text", "text", "float8", "float8", "float8", "text", "float8", "float8"},
+		args:  []any{runs, steps, tasks, samples, programs, status, score, metric, position, detail, cpu, wall}}
+	var inserted int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := stage(ctx, tx, t, rows); err != nil {
-			return err
-		}
 		var err error
-		n, err = insertNew(ctx, tx, t, nil)
+		inserted, err = insertNew(ctx, tx, b, nil)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("save evaluations: %w", err)
 	}
-	return n, nil
+	return inserted, nil
 }
 
 // HeldOut is the held-out score of a step (DESIGN.md): the mean over its
@@ -77,4 +92,25 @@ func (s *Store) HeldOutScore(ctx context.Context, run string, step int) (HeldOut
 	}
 	h.Score = deref(score)
 	return h, nil
+}
+
+// Evaluations returns the held-out executions of a step in (task, sample)
+// order.
+func (s *Store) Evaluations(ctx context.Context, run string, step int) ([]Evaluation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, task_id, sample, program, status, score, metric, position,
+		detail, cpu_seconds, wall_seconds FROM evaluations WHERE run_id = $1 AND step = $2 ORDER BY task_id, sample`, run, step)
+	if err != nil {
+		return nil, fmt.Errorf("evaluations %s step %d: %w", run, step, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Evaluation, error) {
+		var e Evaluation
+		r := &e.Result
+		err := row.Scan(&e.Run, &e.Step, &e.TaskID, &e.Sample, &e.Program, &r.Status, &r.Score, &r.Metric, &r.Position,
+			&r.Detail, &r.CPUSeconds, &r.WallSeconds)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evaluations %s step %d: %w", run, step, err)
+	}
+	return evs, nil
 }

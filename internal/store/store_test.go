@@ -247,7 +247,7 @@ func TestTrajectoriesIdempotent(t *testing.T) {
 	if c := count(t, s, r.ID); c.Trajectories != 14 {
 		t.Errorf("%d trajectories after a rejected batch, want 14", c.Trajectories)
 	}
-	if _, err := s.InsertTrajectories(ctx, []Solution{sols[0], sols[0]}); err == nil || !contains(err, "duplicate key") {
+	if _, err := s.InsertTrajectories(ctx, []Solution{sols[0], sols[0]}); err == nil || !contains(err, "twice in one batch") {
 		t.Errorf("batch with a duplicate key: %v", err)
 	}
 	if _, err := s.InsertTrajectories(ctx, []Solution{{Key: Key{"no-such-run", 0, 0, 0}}}); err == nil {
@@ -312,6 +312,9 @@ func TestTrajectoryStages(t *testing.T) {
 	}
 	if err := s.SetAnchors(ctx, r.ID, 0, []int{1}); !errors.Is(err, ErrConflict) {
 		t.Errorf("other anchor groups: %v, want ErrConflict", err)
+	}
+	if err := s.SetAnchors(ctx, r.ID, 0, nil); !errors.Is(err, ErrConflict) {
+		t.Errorf("no anchor groups after groups 0 and 2: %v, want ErrConflict", err)
 	}
 	if err := s.SetAnchors(ctx, r.ID, 0, []int{0, 2, 5}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("anchor group without trajectories: %v, want ErrNotFound", err)
@@ -709,6 +712,19 @@ func TestEvaluations(t *testing.T) {
 	n, err = s.SaveEvaluations(ctx, retry)
 	if err != nil || n != 0 {
 		t.Fatalf("retried SaveEvaluations = %d, %v; want 0", n, err)
+	}
+	stored, err := s.Evaluations(ctx, r.ID, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stored, evs) {
+		t.Errorf("Evaluations = %+v, want the first writes %+v", stored, evs)
+	}
+	if _, err := s.SaveEvaluations(ctx, []Evaluation{evs[0], evs[0]}); !contains(err, "twice in one batch") {
+		t.Errorf("batch with a duplicate key: %v", err)
+	}
+	if _, err := s.SaveEvaluations(ctx, []Evaluation{{Run: r.ID, Step: 4, Sample: 0, Result: res(1)}}); err == nil {
+		t.Error("SaveEvaluations accepted an empty task id")
 	}
 	h, err := s.HeldOutScore(ctx, r.ID, 4)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +60,29 @@ type Trajectory struct {
 	ExecutedAt *time.Time       `json:"executed_at,omitempty"`
 }
 
-var trajectoryKey = []string{"run_id", "step", "grp", "sample"}
+var (
+	trajectoryKey   = []string{"run_id", "step", "grp", "sample"}
+	trajectoryTypes = []string{"text", "int", "int", "int"}
+)
+
+// keyBatch starts a batch keyed like trajectories: the key arrays of keys,
+// then the given column names, SQL types and arrays. It fails on a key that
+// is invalid or given twice.
+func keyBatch(table string, keys []Key, cols, types []string, args ...any) (batch, error) {
+	if k, dup := firstDup(keys); dup {
+		return batch{}, fmt.Errorf("key %s twice in one batch", k)
+	}
+	n := len(keys)
+	runs, steps, groups, samples := make([]string, n), make([]int, n), make([]int, n), make([]int, n)
+	for i, k := range keys {
+		if err := k.validate(); err != nil {
+			return batch{}, err
+		}
+		runs[i], steps[i], groups[i], samples[i] = k.Run, k.Step, k.Group, k.Sample
+	}
+	return batch{table: table, key: trajectoryKey, cols: cols, types: append(slices.Clone(trajectoryTypes), types...),
+		args: append([]any{runs, steps, groups, samples}, args...)}, nil
+}
 
 // InsertTrajectories stores generated solutions and returns how many were
 // new. A key stored before with the same task and program is skipped; with a
@@ -69,21 +92,18 @@ func (s *Store) InsertTrajectories(ctx context.Context, sols []Solution) (int, e
 	if len(sols) == 0 {
 		return 0, nil
 	}
-	rows := make([][]any, len(sols))
+	keys, tasks, programs := make([]Key, len(sols)), make([]string, len(sols)), make([]string, len(sols))
 	for i, x := range sols {
-		if err := x.validate(); err != nil {
-			return 0, fmt.Errorf("insert trajectories: %w", err)
-		}
-		rows[i] = []any{x.Run, x.Step, x.Group, x.Sample, x.TaskID, x.Program}
+		keys[i], tasks[i], programs[i] = x.Key, x.TaskID, x.Program
 	}
-	t := table{name: "trajectories", key: trajectoryKey, cols: []string{"task_id", "program"}}
+	b, err := keyBatch("trajectories", keys, []string{"task_id", "program"}, []string{"text", "text"}, tasks, programs)
+	if err != nil {
+		return 0, fmt.Errorf("insert trajectories: %w", err)
+	}
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := stage(ctx, tx, t, rows); err != nil {
-			return err
-		}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = insertNew(ctx, tx, t, t.cols)
+		n, err = insertNew(ctx, tx, b, b.cols)
 		return err
 	})
 	if err != nil {
@@ -99,30 +119,27 @@ func (s *Store) SetWMScores(ctx context.Context, scores []Score) error {
 	if len(scores) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(scores))
+	keys, wm := make([]Key, len(scores)), make([]float64, len(scores))
 	for i, x := range scores {
-		if err := x.validate(); err != nil {
-			return fmt.Errorf("set wm scores: %w", err)
-		}
 		if !finite(x.WM) {
 			return fmt.Errorf("set wm scores: %s: score %v is not finite", x.Key, x.WM)
 		}
-		rows[i] = []any{x.Run, x.Step, x.Group, x.Sample, x.WM}
+		keys[i], wm[i] = x.Key, x.WM
 	}
-	t := table{name: "trajectories", key: trajectoryKey, cols: []string{"wm_score"}}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := stage(ctx, tx, t, rows); err != nil {
+	b, err := keyBatch("trajectories", keys, []string{"wm_score"}, []string{"float8"}, wm)
+	if err != nil {
+		return fmt.Errorf("set wm scores: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := missing(ctx, tx, b, "trajectories"); err != nil {
 			return err
 		}
-		if err := missing(ctx, tx, t, t.name); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE trajectories d SET wm_score = s.wm_score FROM staged_trajectories s
-			WHERE d.run_id = s.run_id AND d.step = s.step AND d.grp = s.grp AND d.sample = s.sample AND d.wm_score IS NULL`)
+		_, err := tx.Exec(ctx, `UPDATE trajectories d SET wm_score = s.wm_score FROM `+b.source()+`
+			WHERE `+b.joinOn()+` AND d.wm_score IS NULL`, b.args...)
 		if err != nil {
 			return fmt.Errorf("update trajectories: %w", err)
 		}
-		return checkSame(ctx, tx, t, t.cols, "")
+		return checkSame(ctx, tx, b, b.cols)
 	})
 	if err != nil {
 		return fmt.Errorf("set wm scores: %w", err)
@@ -138,6 +155,9 @@ func (s *Store) SetWMScores(ctx context.Context, scores []Score) error {
 func (s *Store) SetAnchors(ctx context.Context, run string, step int, groups []int) error {
 	if run == "" || step < 0 {
 		return fmt.Errorf("set anchors: invalid run %q step %d", run, step)
+	}
+	if groups == nil {
+		groups = []int{} // NULL would make "grp <> ALL(...)" unknown for every row
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Lock the step's rows so two concurrent calls cannot both pass the check.
@@ -181,39 +201,39 @@ func (s *Store) RecordExecutions(ctx context.Context, execs []Execution) ([]Exec
 	if len(execs) == 0 {
 		return nil, nil
 	}
-	rows := make([][]any, len(execs))
+	n := len(execs)
+	keys, status, score, metric, position := make([]Key, n), make([]string, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	detail, cpu, wall := make([]string, n), make([]float64, n), make([]float64, n)
 	for i, x := range execs {
-		if err := x.validate(); err != nil {
-			return nil, fmt.Errorf("record executions: %w", err)
-		}
 		if err := checkResult(x.Result); err != nil {
 			return nil, fmt.Errorf("record executions: %s: %w", x.Key, err)
 		}
 		r := x.Result
-		rows[i] = []any{x.Run, x.Step, x.Group, x.Sample, string(r.Status), r.Score, r.Metric, r.Position, r.Detail, r.CPUSeconds, r.WallSeconds}
+		keys[i], status[i], score[i], metric[i], position[i] = x.Key, string(r.Status), r.Score, r.Metric, r.Position
+		detail[i], cpu[i], wall[i] = r.Detail, r.CPUSeconds, r.WallSeconds
 	}
-	t := table{name: "trajectories", key: trajectoryKey,
-		cols: []string{"status", "env_score", "metric", "position", "detail", "cpu_seconds", "wall_seconds"}}
+	b, err := keyBatch("trajectories", keys,
+		[]string{"status", "env_score", "metric", "position", "detail", "cpu_seconds", "wall_seconds"},
+		[]string{"text", "float8", "float8", "float8", "text", "float8", "float8"},
+		status, score, metric, position, detail, cpu, wall)
+	if err != nil {
+		return nil, fmt.Errorf("record executions: %w", err)
+	}
 	out := make([]Execution, len(execs))
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := stage(ctx, tx, t, rows); err != nil {
-			return err
-		}
-		if err := missing(ctx, tx, t, t.name); err != nil {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := missing(ctx, tx, b, "trajectories"); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE trajectories d SET status = s.status, env_score = s.env_score,
 			metric = s.metric, position = s.position, detail = s.detail,
 			cpu_seconds = s.cpu_seconds, wall_seconds = s.wall_seconds, executed_at = now()
-			FROM staged_trajectories s
-			WHERE d.run_id = s.run_id AND d.step = s.step AND d.grp = s.grp AND d.sample = s.sample AND d.status IS NULL`)
+			FROM `+b.source()+` WHERE `+b.joinOn()+` AND d.status IS NULL`, b.args...)
 		if err != nil {
 			return fmt.Errorf("update trajectories: %w", err)
 		}
 		rows, err := tx.Query(ctx, `SELECT d.run_id, d.step, d.grp, d.sample, d.status, d.env_score, d.metric,
 			d.position, d.detail, d.cpu_seconds, d.wall_seconds
-			FROM staged_trajectories s JOIN trajectories d
-			ON d.run_id = s.run_id AND d.step = s.step AND d.grp = s.grp AND d.sample = s.sample`)
+			FROM `+b.source()+` JOIN trajectories d ON `+b.joinOn(), b.args...)
 		if err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
