@@ -18,8 +18,8 @@
 //   - Mutable state (a run's state, a running step) is updated in place;
 //     a completed step is final.
 //
-// Batches are copied into a temporary table and merged with one INSERT ...
-// ON CONFLICT DO NOTHING, then compared with the stored rows, all in one
-// transaction. Migrate applies the embedded migrations (package migrations)
+// A batch travels as one array per column (unnest in SQL), is merged with
+// INSERT ... ON CONFLICT DO NOTHING (or an UPDATE of unset columns), then
+// compared with the stored rows, all in one transaction. Migrate applies the embedded migrations (package migrations)
 // under a Postgres advisory lock, so many processes may call it at once.
 package store

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,11 +59,6 @@ type Trajectory struct {
 	ExecutedAt *time.Time       `json:"executed_at,omitempty"`
 }
 
-var (
-	trajectoryKey   = []string{"run_id", "step", "grp", "sample"}
-	trajectoryTypes = []string{"text", "int", "int", "int"}
-)
-
 // keyBatch starts a batch keyed like trajectories: the key arrays of keys,
 // then the given column names, SQL types and arrays. It fails on a key that
 // is invalid or given twice.
@@ -80,8 +74,13 @@ func keyBatch(table string, keys []Key, cols, types []string, args ...any) (batc
 		}
 		runs[i], steps[i], groups[i], samples[i] = k.Run, k.Step, k.Group, k.Sample
 	}
-	return batch{table: table, key: trajectoryKey, cols: cols, types: append(slices.Clone(trajectoryTypes), types...),
-		args: append([]any{runs, steps, groups, samples}, args...)}, nil
+	return batch{
+		table: table,
+		key:   []string{"run_id", "step", "grp", "sample"},
+		cols:  cols,
+		types: append([]string{"text", "int", "int", "int"}, types...),
+		args:  append([]any{runs, steps, groups, samples}, args...),
+	}, nil
 }
 
 // InsertTrajectories stores generated solutions and returns how many were
