@@ -27,6 +27,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newCalibrateCmd())
 	root.AddCommand(newSuiteCmd())
 	root.AddCommand(newExecCmd())
+	root.AddCommand(newWorldModelCmd())
 	root.AddCommand(newMigrateCmd())
 	return root
 }
