@@ -80,15 +80,32 @@ func (s *Store) AnchorPairs(ctx context.Context, run string, upTo, window int) (
 	if err != nil {
 		return nil, fmt.Errorf("anchor pairs: %w", err)
 	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AnchorPair, error) {
-		var p AnchorPair
-		err := r.Scan(&p.Run, &p.Step, &p.Group, &p.Sample, &p.WM, &p.Env)
-		return p, err
-	})
+	ps, err := pgx.CollectRows(rows, scanPair)
 	if err != nil {
 		return nil, fmt.Errorf("anchor pairs: %w", err)
 	}
 	return ps, nil
+}
+
+// StepAnchorPairs returns the anchor pairs recorded at one step, in (group,
+// sample) order.
+func (s *Store) StepAnchorPairs(ctx context.Context, run string, step int) ([]AnchorPair, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env FROM anchor_pairs
+		WHERE run_id = $1 AND step = $2 ORDER BY grp, sample`, run, step)
+	if err != nil {
+		return nil, fmt.Errorf("step anchor pairs %s step %d: %w", run, step, err)
+	}
+	ps, err := pgx.CollectRows(rows, scanPair)
+	if err != nil {
+		return nil, fmt.Errorf("step anchor pairs %s step %d: %w", run, step, err)
+	}
+	return ps, nil
+}
+
+func scanPair(r pgx.CollectableRow) (AnchorPair, error) {
+	var p AnchorPair
+	err := r.Scan(&p.Run, &p.Step, &p.Group, &p.Sample, &p.WM, &p.Env)
+	return p, err
 }
 
 // Calibration is the calibration map fitted at a step.
@@ -143,12 +160,13 @@ func (s *Store) Calibration(ctx context.Context, run string, step int) (Calibrat
 	return c, nil
 }
 
-// LatestCalibration returns the map of the latest step of a run that has
-// one, or an error wrapping ErrNotFound.
-func (s *Store) LatestCalibration(ctx context.Context, run string) (Calibration, error) {
-	c, err := s.calibration(ctx, `WHERE run_id = $1 ORDER BY step DESC LIMIT 1`, run)
+// LatestCalibration returns the map of the latest step at or before upTo
+// that has one (what a run resumed after step upTo starts from), or an error
+// wrapping ErrNotFound.
+func (s *Store) LatestCalibration(ctx context.Context, run string, upTo int) (Calibration, error) {
+	c, err := s.calibration(ctx, `WHERE run_id = $1 AND step <= $2 ORDER BY step DESC LIMIT 1`, run, upTo)
 	if err != nil {
-		return c, fmt.Errorf("latest calibration %s: %w", run, err)
+		return c, fmt.Errorf("latest calibration %s up to step %d: %w", run, upTo, err)
 	}
 	return c, nil
 }
@@ -212,12 +230,12 @@ func (s *Store) FusionState(ctx context.Context, run string, step int) (FusionSt
 	return f, nil
 }
 
-// LatestFusionState returns the fusion state of the latest step of a run
-// that has one, or an error wrapping ErrNotFound.
-func (s *Store) LatestFusionState(ctx context.Context, run string) (FusionState, error) {
-	f, err := s.fusionState(ctx, `WHERE run_id = $1 ORDER BY step DESC LIMIT 1`, run)
+// LatestFusionState returns the fusion state of the latest step at or
+// before upTo that has one, or an error wrapping ErrNotFound.
+func (s *Store) LatestFusionState(ctx context.Context, run string, upTo int) (FusionState, error) {
+	f, err := s.fusionState(ctx, `WHERE run_id = $1 AND step <= $2 ORDER BY step DESC LIMIT 1`, run, upTo)
 	if err != nil {
-		return f, fmt.Errorf("latest fusion state %s: %w", run, err)
+		return f, fmt.Errorf("latest fusion state %s up to step %d: %w", run, upTo, err)
 	}
 	return f, nil
 }

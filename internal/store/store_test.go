@@ -373,6 +373,13 @@ func TestTrajectoryStages(t *testing.T) {
 	if _, err := s.Trajectory(ctx, Key{r.ID, 9, 9, 9}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Trajectory of an unknown key: %v, want ErrNotFound", err)
 	}
+	cost, err := s.StepCost(ctx, r.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Cost{Trajectories: 6, Executed: 3, CPUSeconds: 1.5 + 10 + 0, WallSeconds: 2 + 10.5 + 0}); cost != want {
+		t.Errorf("StepCost = %+v, want %+v", cost, want)
+	}
 	c := count(t, s, r.ID)
 	if c.Trajectories != 6 || c.Executed != 3 || c.Anchors != 4 {
 		t.Errorf("counts %+v, want 6 trajectories, 3 executed, 4 anchors", c)
@@ -531,6 +538,21 @@ func TestAnchorPairsWindow(t *testing.T) {
 			t.Errorf("window %d at step %d differs from debias.Config.Windowed", tt.window, tt.upTo)
 		}
 	}
+	for step := range 4 {
+		got, err := s.StepAnchorPairs(ctx, r.ID, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []AnchorPair
+		for _, p := range all {
+			if p.Step == step {
+				want = append(want, p)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("StepAnchorPairs(%d) = %v, want %v", step, got, want)
+		}
+	}
 	if _, err := s.AnchorPairs(ctx, r.ID, 3, -1); err == nil {
 		t.Error("AnchorPairs accepted window -1")
 	}
@@ -589,9 +611,14 @@ func TestCalibrationRoundTrip(t *testing.T) {
 	if err := s.SaveCalibration(ctx, Calibration{Run: r.ID, Step: 5, Map: isotonic.Map{X: []float64{1, 0}, Y: []float64{0, 1}}}); err == nil {
 		t.Error("SaveCalibration accepted decreasing knots")
 	}
-	latest, err := s.LatestCalibration(ctx, r.ID)
-	if err != nil || latest.Step != 1 {
-		t.Errorf("LatestCalibration = step %d, %v; want step 1", latest.Step, err)
+	for _, tt := range []struct{ give, want int }{{give: 0, want: 0}, {give: 1, want: 1}, {give: 7, want: 1}} {
+		latest, err := s.LatestCalibration(ctx, r.ID, tt.give)
+		if err != nil || latest.Step != tt.want {
+			t.Errorf("LatestCalibration(up to %d) = step %d, %v; want step %d", tt.give, latest.Step, err, tt.want)
+		}
+	}
+	if _, err := s.LatestCalibration(ctx, r.ID, -1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("LatestCalibration(up to -1): %v, want ErrNotFound", err)
 	}
 	if _, err := s.Calibration(ctx, r.ID, 9); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Calibration of a step without one: %v, want ErrNotFound", err)
@@ -628,16 +655,20 @@ func TestFusionStateRoundTrip(t *testing.T) {
 			t.Errorf("FusionState(%d) = %+v, want %+v", f.Step, got, f)
 		}
 	}
-	latest, err := s.LatestFusionState(ctx, r.ID)
+	latest, err := s.LatestFusionState(ctx, r.ID, 99)
 	if err != nil || latest != want[2] {
 		t.Errorf("LatestFusionState = %+v, %v; want %+v", latest, err, want[2])
+	}
+	latest, err = s.LatestFusionState(ctx, r.ID, 1)
+	if err != nil || latest != want[1] {
+		t.Errorf("LatestFusionState(up to 1) = %+v, %v; want %+v", latest, err, want[1])
 	}
 	other := want[1]
 	other.State.Eta2 *= 2
 	if err := s.SaveFusionState(ctx, other); !errors.Is(err, ErrConflict) {
 		t.Errorf("other state: %v, want ErrConflict", err)
 	}
-	if _, err := s.LatestFusionState(ctx, "no-such-run"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.LatestFusionState(ctx, "no-such-run", 99); !errors.Is(err, ErrNotFound) {
 		t.Errorf("LatestFusionState of an unknown run: %v, want ErrNotFound", err)
 	}
 	if c := count(t, s, r.ID); c.FusionStates != 3 {

@@ -338,3 +338,24 @@ func (s *Store) Trajectory(ctx context.Context, k Key) (Trajectory, error) {
 	}
 	return t, nil
 }
+
+// Cost sums the trajectories of a step: how many there are, how many were
+// executed, and the CPU and wall seconds their executions took.
+type Cost struct {
+	Trajectories int     `json:"trajectories"`
+	Executed     int     `json:"executed"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	WallSeconds  float64 `json:"wall_seconds"`
+}
+
+// StepCost returns the cost of a step's trajectories (zero for an unknown
+// step).
+func (s *Store) StepCost(ctx context.Context, run string, step int) (Cost, error) {
+	var c Cost
+	err := s.pool.QueryRow(ctx, `SELECT count(*), count(status), coalesce(sum(cpu_seconds), 0), coalesce(sum(wall_seconds), 0)
+		FROM trajectories WHERE run_id = $1 AND step = $2`, run, step).Scan(&c.Trajectories, &c.Executed, &c.CPUSeconds, &c.WallSeconds)
+	if err != nil {
+		return c, fmt.Errorf("step cost %s step %d: %w", run, step, err)
+	}
+	return c, nil
+}
