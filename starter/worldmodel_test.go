@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// runWorldModelCmd runs wmrl worldmodel ARGS in-process on the small suite
+// with its cache in dir.
+func runWorldModelCmd(t *testing.T, cache string, args ...string) (stdout string, err error) {
+	t.Helper()
+	t.Setenv(suite.CacheEnv, cache)
+	root := &cobra.Command{Use: "wmrl", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newWorldModelCmdWith(smallSuiteOptions))
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"worldmodel"}, args...))
+	err = root.Execute()
+	return out.String(), err
+}
+
+func TestWorldModelFitEval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real executions")
+	}
+	cache, dir := t.TempDir(), t.TempDir()
+	art := filepath.Join(dir, "wm.json")
+	out, err := runWorldModelCmd(t, cache, "fit", "--samples-per-task", "6", "--out", art, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs fitSummary
+	if err := json.Unmarshal([]byte(out), &fs); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if fs.Fit.Tasks != 13 || fs.Fit.Samples != 13*6 || fs.Out != art {
+		t.Fatalf("fit summary %+v, want 13 training tasks, 78 samples, out %s", fs, art)
+	}
+	b, err := os.ReadFile(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worldmodel.Load(b); err != nil {
+		t.Fatalf("written artefact does not load: %v", err)
+	}
+
+	out, err = runWorldModelCmd(t, cache, "eval", "--model", art, "--samples-per-task", "6", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"spearman_within_group"`, `"mean_bias"`, `"calibration"`, `"mean_env"`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("eval JSON lacks %s:\n%s", key, out)
+		}
+	}
+	var rep evalReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Split != "heldout" || rep.Tasks != 13 || rep.Samples != 13*6 || len(rep.Calibration) == 0 || !(rep.PredictSecondsMean > 0) {
+		t.Fatalf("eval report %+v", rep)
+	}
+	n := 0
+	for _, b := range rep.Calibration {
+		n += b.N
+	}
+	if n != rep.Samples {
+		t.Fatalf("calibration bins hold %d samples, want %d", n, rep.Samples)
+	}
+
+	txt, err := runWorldModelCmd(t, cache, "eval", "--model", art, "--samples-per-task", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"spearman_within_group", "mean_bias", "r_wm bin"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("eval text lacks %q:\n%s", want, txt)
+		}
+	}
+}
+
+func TestWorldModelEvalRefuses(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	var edited map[string]any
+	if err := json.Unmarshal(worldmodel.DefaultArtefact(), &edited); err != nil {
+		t.Fatal(err)
+	}
+	edited["intercept"] = edited["intercept"].(float64) + 0.1
+	art, err := json.Marshal(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, art, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		give []string
+		want string
+	}{
+		{"corrupted model", []string{"eval", "--model", bad}, "checksum mismatch"},
+		{"missing model", []string{"eval", "--model", filepath.Join(dir, "none.json")}, "read world model"},
+		{"bad split", []string{"eval", "--split", "test"}, "--split"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := runWorldModelCmd(t, t.TempDir(), tt.give...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
