@@ -70,6 +70,9 @@ func TestDefaultLoads(t *testing.T) {
 	if _, err := m.PredictText(card, "ridge |"); err == nil {
 		t.Fatal("PredictText accepted a program that does not parse")
 	}
+	if _, err := m.PredictText(card[:5], "ridge"); err == nil {
+		t.Fatal("PredictText accepted a short card vector")
+	}
 }
 
 func TestDefaultArtefactIsACopy(t *testing.T) {

@@ -90,8 +90,12 @@ func (m *Model) Predict(card []float64, p program.Program) float64 {
 
 // PredictText parses program text and predicts its score. A program that
 // does not parse has no prediction: the error says why (its real score is
-// the ladder's 0).
+// the ladder's 0). A card vector of the wrong length is an error too.
+// A Model is read-only after Load, so predictions may run concurrently.
 func (m *Model) PredictText(card []float64, text string) (float64, error) {
+	if len(card) != suite.VectorLen {
+		return 0, fmt.Errorf("world model: card vector of length %d, want %d", len(card), suite.VectorLen)
+	}
 	p, err := program.Parse(text)
 	if err != nil {
 		return 0, fmt.Errorf("world model: %w", err)
