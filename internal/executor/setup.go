@@ -30,6 +30,12 @@ type Setup struct {
 	// NoFiles forbids creating files of any size (RLIMIT_FSIZE 0) and caps
 	// open descriptors.
 	NoFiles bool
+	// NoSpawn forbids creating processes and executing programs (a seccomp
+	// filter on every thread; threads stay allowed). Linux amd64 and arm64.
+	NoSpawn bool
+	// MaxThreads caps the Go runtime's OS threads (debug.SetMaxThreads);
+	// past it the runtime dies. 0 leaves the runtime's default.
+	MaxThreads int
 }
 
 // Args renders s as the executor's command-line flags.
@@ -47,6 +53,12 @@ func (s Setup) Args() []string {
 	if s.NoFiles {
 		a = append(a, "-no-files")
 	}
+	if s.NoSpawn {
+		a = append(a, "-no-spawn")
+	}
+	if s.MaxThreads > 0 {
+		a = append(a, "-max-threads", strconv.Itoa(s.MaxThreads))
+	}
 	return a
 }
 
@@ -59,13 +71,15 @@ func ParseSetup(name string, args []string) (Setup, error) {
 	fs.Int64Var(&s.DataBytes, "rlimit-data", 0, "RLIMIT_DATA in bytes")
 	fs.Int64Var(&s.CPUSeconds, "rlimit-cpu", 0, "RLIMIT_CPU in seconds")
 	fs.BoolVar(&s.NoFiles, "no-files", false, "forbid creating files")
+	fs.BoolVar(&s.NoSpawn, "no-spawn", false, "forbid creating processes")
+	fs.IntVar(&s.MaxThreads, "max-threads", 0, "cap on OS threads")
 	if err := fs.Parse(args); err != nil {
 		return Setup{}, fmt.Errorf("parse flags: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return Setup{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if s.SoftMemoryBytes < 0 || s.DataBytes < 0 || s.CPUSeconds < 0 {
+	if s.SoftMemoryBytes < 0 || s.DataBytes < 0 || s.CPUSeconds < 0 || s.MaxThreads < 0 {
 		return Setup{}, fmt.Errorf("negative limit")
 	}
 	return s, nil

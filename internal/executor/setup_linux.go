@@ -47,6 +47,9 @@ func (s Setup) Apply() error {
 	if s.SoftMemoryBytes > 0 {
 		debug.SetMemoryLimit(s.SoftMemoryBytes)
 	}
+	if s.MaxThreads > 0 {
+		debug.SetMaxThreads(s.MaxThreads)
+	}
 	set := func(name string, res int, v uint64) error {
 		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
 			return fmt.Errorf("set %s to %d: %w", name, v, err)
@@ -74,6 +77,11 @@ func (s Setup) Apply() error {
 			return err
 		}
 		if err := set("RLIMIT_NOFILE", syscall.RLIMIT_NOFILE, maxOpenFiles); err != nil {
+			return err
+		}
+	}
+	if s.NoSpawn {
+		if err := forbidSpawn(); err != nil {
 			return err
 		}
 	}

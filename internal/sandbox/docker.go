@@ -3,11 +3,14 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,7 +32,8 @@ import (
 //     swap); an OOM kill is classified as memory. The executor's Go soft
 //     limit is set to 90% of it;
 //   - CPUs: NanoCPUs (a CFS quota), fractions allowed; GOMAXPROCS=ceil;
-//   - processes: PidsLimit (threads count);
+//   - processes: PidsLimit (threads count); inside, the executor also
+//     forbids itself to create processes (seccomp) and caps its threads;
 //   - deadline: the container is killed (SIGKILL) when it runs out;
 //   - the container is removed after every execution, on every path; one
 //     that a crashed worker leaked carries LabelSandbox and LabelDeadline
@@ -45,6 +49,7 @@ import (
 type Docker struct {
 	cli   *client.Client
 	image string
+	owner string // LabelOwner of this sandbox's containers
 	// KillGrace bounds how long Execute waits for a killed container to be
 	// reported dead and for its output to drain.
 	KillGrace time.Duration
@@ -69,8 +74,19 @@ func NewDocker(ctx context.Context, executorBinary string) (*Docker, error) {
 		cli.Close()
 		return nil, err
 	}
-	return &Docker{cli: cli, image: image, KillGrace: 5 * time.Second}, nil
+	return &Docker{cli: cli, image: image, owner: newOwner(), KillGrace: 5 * time.Second}, nil
 }
+
+// newOwner names one Docker sandbox: host, process and a random suffix.
+func newOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Owner is the LabelOwner value of this sandbox's containers.
+func (d *Docker) Owner() string { return d.owner }
 
 // Image is the executor image this sandbox runs.
 func (d *Docker) Image() string { return d.image }
@@ -92,6 +108,8 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		SoftMemoryBytes: lim.MemoryBytes / 10 * 9,
 		CPUSeconds:      int64(math.Ceil(lim.Deadline.Seconds()*procs)) + 1,
 		NoFiles:         true,
+		NoSpawn:         true,
+		MaxThreads:      int(lim.Pids),
 	}
 	pids := lim.Pids
 	cfg := &container.Config{
@@ -108,7 +126,8 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		NetworkDisabled: true,
 		Labels: map[string]string{
 			LabelSandbox:  "1",
-			LabelDeadline: strconv.FormatInt(time.Now().Add(lim.Deadline+d.KillGrace).Unix(), 10),
+			LabelOwner:    d.owner,
+			LabelDeadline: strconv.FormatInt(time.Now().Add(lim.Deadline+d.KillGrace+removeGrace).Unix(), 10),
 		},
 	}
 	hc := &container.HostConfig{
@@ -236,10 +255,13 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	return res, nil
 }
 
+// removeGrace bounds the removal of a finished container.
+const removeGrace = 30 * time.Second
+
 // remove force-removes a container, also when ctx is already cancelled.
 // A failure leaves it to Cleanup.
 func (d *Docker) remove(ctx context.Context, id string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeGrace)
 	defer cancel()
 	_ = d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 }
@@ -290,11 +312,11 @@ func (d *Docker) oneShotCPU(ctx context.Context, id string) float64 {
 }
 
 // Cleanup removes execution containers leaked by crashed workers: every
-// container labelled LabelSandbox that is not running, or whose
-// LabelDeadline has passed (a live worker kills its container at the
-// deadline), or that has no readable deadline. Containers of executions
-// still in progress on other workers are left alone. It returns how many it
-// removed. Call it when a worker starts.
+// container labelled LabelSandbox whose LabelDeadline has passed (a live
+// worker kills and removes its container by then) or is unreadable.
+// Containers of executions still in progress on other workers, whatever
+// their state, are left alone. It returns how many it removed. Call it
+// when a worker starts.
 func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 	list, err := d.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
@@ -308,7 +330,7 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 	var errs []error
 	for _, c := range list {
 		deadline, err := strconv.ParseInt(c.Labels[LabelDeadline], 10, 64)
-		if c.State == container.StateRunning && err == nil && deadline >= now {
+		if err == nil && deadline >= now {
 			continue
 		}
 		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {

@@ -20,9 +20,13 @@ import (
 const (
 	// LabelSandbox marks execution containers ("1"); Cleanup removes leaked ones.
 	LabelSandbox = "wmrl.sandbox"
-	// LabelDeadline is the unix time (seconds) at which the container's
-	// execution is killed; past it, a running container is leaked.
+	// LabelDeadline is the unix time (seconds) by which the container's
+	// execution has been killed and removed; past it, the container is
+	// leaked.
 	LabelDeadline = "wmrl.sandbox.deadline"
+	// LabelOwner names the sandbox (host, process, random) that made the
+	// container.
+	LabelOwner = "wmrl.sandbox.owner"
 	// LabelExecutor marks executor images, with the binary's sha256.
 	LabelExecutor = "wmrl.executor"
 )

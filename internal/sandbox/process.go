@@ -26,17 +26,22 @@ import (
 //     mappings; RLIMIT_AS would count the Go runtime's address-space
 //     reservations and fail at startup) before reading its job, and sets the
 //     Go soft memory limit to 90% of it. An allocation past the cap makes the
-//     runtime die with "out of memory", classified as memory.
+//     runtime die with "out of memory" (or, when the failed mapping is the
+//     runtime's own, a crash at a peak resident size near the limit): both
+//     are classified as memory.
 //   - CPUs: GOMAXPROCS = ceil(CPUs). A cap on parallelism, not a hard
 //     quota as in Docker.
 //   - files: RLIMIT_FSIZE 0 (no file can be written) and few descriptors.
 //   - when the worker runs as root: the child runs as an unprivileged user
 //     (65534 by default) in its own, empty network namespace.
-//   - processes: not counted. RLIMIT_NPROC is per user (and ignored for
-//     root), so it would make concurrent executions fail each other's thread
-//     creation; instead the executor is a binary whose program language has
-//     no way to start a process, and any process it might start is in the
-//     killed group. Limits.Pids is enforced exactly only by Docker.
+//   - processes: the executor installs a seccomp filter on itself that
+//     makes fork, vfork, clone without CLONE_THREAD, clone3, execve and
+//     execveat fail (Linux amd64 and arm64), so it stays one process, and
+//     caps its threads at Limits.Pids (debug.SetMaxThreads; past it the
+//     runtime dies: runtime_error). RLIMIT_NPROC is not used: it counts
+//     every process of the user (and does not apply to root), so
+//     concurrent executions would fail each other's thread creation.
+//     Anything that still ran in the group dies with it.
 type Process struct {
 	// Binary is the path of the executor binary.
 	Binary string
@@ -47,6 +52,9 @@ type Process struct {
 	// KillGrace is how long Execute waits for the child's output after a
 	// kill before giving up on the pipes.
 	KillGrace time.Duration
+	// AllowSpawn lifts the executor's process filter (for tests of the
+	// group kill).
+	AllowSpawn bool
 }
 
 var _ Sandbox = (*Process)(nil)
@@ -75,13 +83,15 @@ func NewProcess(binary string) (*Process, error) {
 }
 
 // setupFor is how the process sandbox asks the executor to limit itself.
-func setupFor(l Limits) executor.Setup {
+func (p *Process) setupFor(l Limits) executor.Setup {
 	procs := math.Ceil(l.CPUs)
 	return executor.Setup{
 		SoftMemoryBytes: l.MemoryBytes / 10 * 9,
 		DataBytes:       l.MemoryBytes,
 		CPUSeconds:      int64(math.Ceil(l.Deadline.Seconds()*procs)) + 1,
 		NoFiles:         true,
+		NoSpawn:         !p.AllowSpawn,
+		MaxThreads:      int(l.Pids),
 	}
 }
 
@@ -93,7 +103,7 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	run, cancel := context.WithTimeout(ctx, req.Limits.Deadline)
 	defer cancel()
 
-	setup := setupFor(req.Limits)
+	setup := p.setupFor(req.Limits)
 	cmd := exec.CommandContext(run, p.Binary, setup.Args()...)
 	cmd.Stdin = bytes.NewReader(req.Job)
 	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
@@ -128,7 +138,10 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	// deadline) or says the output pipes outlived the process.
 
 	cpu := (state.UserTime() + state.SystemTime()).Seconds()
-	e := exit{code: state.ExitCode(), stdout: stdout, stderr: stderr}
+	e := exit{code: state.ExitCode(), stdout: stdout, stderr: stderr, limitBytes: req.Limits.MemoryBytes}
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
+		e.peakBytes = ru.Maxrss << 10 // kilobytes on Linux
+	}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		e.signal = ws.Signal().String()
 		deadlineHit := run.Err() != nil

@@ -107,12 +107,31 @@ func checkBurn(t *testing.T, sb Sandbox) {
 	}
 }
 
+// TestProcessThreadCap checks that an executor needing more OS threads than
+// Limits.Pids dies as a runtime error.
+func TestProcessThreadCap(t *testing.T) {
+	lim := testLimits()
+	lim.Pids = 8
+	res, err := newTestProcess(t).Execute(context.Background(), Request{Job: fakeJob(t, "threads"), Limits: lim})
+	if err != nil || res.Status != executor.StatusRuntimeError || !strings.Contains(res.Detail, "thread limit") {
+		t.Errorf("threads beyond the cap: %+v, %v", res, err)
+	}
+}
+
 // TestProcessKillsGroup checks that a process started by the executor dies
 // with it at the deadline.
 func TestProcessKillsGroup(t *testing.T) {
 	lim := testLimits()
 	lim.Deadline = 700 * time.Millisecond
-	res, err := newTestProcess(t).Execute(context.Background(), Request{Job: fakeJob(t, "fork"), Limits: lim})
+	p := newTestProcess(t)
+	// By default the executor cannot start a process at all.
+	res, err := p.Execute(context.Background(), Request{Job: fakeJob(t, "fork"), Limits: lim})
+	if err != nil || res.Status != executor.StatusOK || !strings.Contains(res.Detail, "operation not permitted") {
+		t.Fatalf("fork under the process filter: %+v, %v", res, err)
+	}
+	// Without the filter, the group kill is the second line.
+	p.AllowSpawn = true
+	res, err = p.Execute(context.Background(), Request{Job: fakeJob(t, "fork"), Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +181,7 @@ func TestProcessIsolation(t *testing.T) {
 	if err != nil || res.Status != executor.StatusOK {
 		t.Fatalf("probe: %+v, %v", res, err)
 	}
-	for _, want := range []string{"write:/=denied", "write:/tmp=denied", "dial=denied", "interfaces= "} {
+	for _, want := range []string{"write:/=denied", "write:/tmp=denied", "dial=denied", "interfaces= ", "spawn=denied"} {
 		if !strings.Contains(res.Detail+" ", want) {
 			t.Errorf("probe reported %q, want %q", res.Detail, want)
 		}

@@ -115,7 +115,7 @@ func TestDockerRealExecutor(t *testing.T) {
 			})
 		}
 	})
-	if left := sandboxContainers(t, d.Client()); len(left) > 0 {
+	if left := sandboxContainers(t, d); len(left) > 0 {
 		t.Errorf("%d sandbox containers left behind", len(left))
 	}
 }

@@ -100,7 +100,16 @@ type exit struct {
 	signal    string // the killing signal, if any
 	stdout    *capped
 	stderr    *capped
+	// peakBytes is the executor's peak resident memory when known (the
+	// process sandbox's rusage), and limitBytes its memory limit.
+	peakBytes, limitBytes int64
 }
+
+// nearLimit is the fraction of its memory limit at which a crashed executor
+// counts as killed for memory: under RLIMIT_DATA the Go runtime usually
+// dies with "out of memory", but a failed mapping inside the runtime can
+// also end in a segmentation fault.
+const nearLimit = 0.8
 
 // rejected returns an error when the executor refused its flags or job: the
 // caller's or the sandbox's fault, to be reported, never scored.
@@ -130,6 +139,9 @@ func classify(e exit) executor.Result {
 		return r
 	case outOfMemory(stderr) != "":
 		return executor.Failed(executor.StatusMemory, outOfMemory(stderr))
+	case e.limitBytes > 0 && float64(e.peakBytes) >= nearLimit*float64(e.limitBytes):
+		return executor.Failed(executor.StatusMemory, fmt.Sprintf("crashed at %d MiB of its %d MiB memory limit: %s",
+			e.peakBytes>>20, e.limitBytes>>20, firstLines(stderr, 1)))
 	case e.signal != "":
 		return executor.Failed(executor.StatusRuntimeError, "killed by "+e.signal+": "+firstLines(stderr, 2))
 	default:

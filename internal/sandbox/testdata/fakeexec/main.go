@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -72,6 +73,15 @@ func main() {
 		for i := 0; i < 10<<10; i++ {
 			fmt.Println(line)
 		}
+	case "threads": // block 32 OS threads in system calls
+		for i := 0; i < 32; i++ {
+			go func() {
+				runtime.LockOSThread()
+				time.Sleep(time.Hour)
+			}()
+		}
+		time.Sleep(500 * time.Millisecond)
+		ok("threads")
 	case "reject":
 		fmt.Fprintln(os.Stderr, "fake executor refuses its job")
 		os.Exit(executor.ExitRejected)
@@ -126,5 +136,11 @@ func probe() string {
 		}
 	}
 	out = append(out, "interfaces="+strings.Join(up, ","))
+	p, err := os.StartProcess("/proc/self/exe", []string{"fakeexec", "child"}, &os.ProcAttr{})
+	if err == nil {
+		p.Kill()
+		p.Wait()
+	}
+	report("spawn", err)
 	return strings.Join(out, " ")
 }
