@@ -12,11 +12,14 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -50,6 +53,9 @@ type Docker struct {
 	cli   *client.Client
 	image string
 	owner string // LabelOwner of this sandbox's containers
+	// binary is the executor the image holds, to rebuild it if it goes.
+	binary  []byte
+	rebuild sync.Mutex
 	// KillGrace bounds how long Execute waits for a killed container to be
 	// reported dead and for its output to drain.
 	KillGrace time.Duration
@@ -69,12 +75,40 @@ func NewDocker(ctx context.Context, executorBinary string) (*Docker, error) {
 		cli.Close()
 		return nil, fmt.Errorf("docker engine: %w", err)
 	}
-	image, err := EnsureImage(ctx, cli, executorBinary)
+	bin, err := os.ReadFile(executorBinary)
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("read executor binary: %w", err)
+	}
+	image, err := ensureImage(ctx, cli, bin)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	return &Docker{cli: cli, image: image, owner: newOwner(), KillGrace: 5 * time.Second}, nil
+	return &Docker{cli: cli, image: image, binary: bin, owner: newOwner(), KillGrace: 5 * time.Second}, nil
+}
+
+// create creates a container, rebuilding the image once if it has gone
+// (pruned while the sandbox was running).
+func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (string, error) {
+	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err == nil {
+		return c.ID, nil
+	}
+	if !cerrdefs.IsNotFound(err) || len(d.binary) == 0 {
+		return "", fmt.Errorf("create container: %w", err)
+	}
+	d.rebuild.Lock()
+	_, berr := ensureImage(ctx, d.cli, d.binary)
+	d.rebuild.Unlock()
+	if berr != nil {
+		return "", fmt.Errorf("create container: %w; rebuild image: %w", err, berr)
+	}
+	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return "", fmt.Errorf("create container after rebuilding its image: %w", err)
+	}
+	return c.ID, nil
 }
 
 // newOwner names one Docker sandbox: host, process and a random suffix.
@@ -87,6 +121,37 @@ func newOwner() string {
 
 // Owner is the LabelOwner value of this sandbox's containers.
 func (d *Docker) Owner() string { return d.owner }
+
+// PruneImages removes the executor images (LabelExecutor) other than this
+// sandbox's that no container uses, and returns how many it removed. An
+// image in use, or removed meanwhile by someone else, is skipped. A worker
+// calls it when it starts, after Cleanup; a sandbox whose image was pruned
+// rebuilds it.
+func (d *Docker) PruneImages(ctx context.Context) (int, error) {
+	list, err := d.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelExecutor))})
+	if err != nil {
+		return 0, fmt.Errorf("list executor images: %w", err)
+	}
+	current, err := d.cli.ImageInspect(ctx, d.image)
+	if err != nil {
+		return 0, fmt.Errorf("inspect image %s: %w", d.image, err)
+	}
+	removed := 0
+	for _, im := range list {
+		if im.ID == current.ID {
+			continue
+		}
+		_, err := d.cli.ImageRemove(ctx, im.ID, image.RemoveOptions{PruneChildren: true})
+		switch {
+		case err == nil:
+			removed++
+		case cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err):
+		default:
+			return removed, fmt.Errorf("remove image %s: %w", im.ID, err)
+		}
+	}
+	return removed, nil
+}
 
 // Image is the executor image this sandbox runs.
 func (d *Docker) Image() string { return d.image }
@@ -143,11 +208,10 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 			PidsLimit:  &pids,
 		},
 	}
-	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	id, err := d.create(ctx, cfg, hc)
 	if err != nil {
-		return executor.Result{}, fmt.Errorf("create container: %w", err)
+		return executor.Result{}, err
 	}
-	id := created.ID
 	defer d.remove(ctx, id)
 
 	// Everything below talks to this container only; it ends with it.
@@ -344,5 +408,5 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 
 // isGone reports whether err says the container no longer exists.
 func isGone(err error) bool {
-	return client.IsErrNotFound(err)
+	return cerrdefs.IsNotFound(err)
 }

@@ -2,13 +2,19 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 
 	"github.com/wmrl/wmrl/internal/executor"
 )
@@ -153,8 +159,7 @@ func TestDockerSandboxErrors(t *testing.T) {
 	req := Request{Job: fakeJob(t, "sleep"), Limits: testLimits()}
 
 	// A missing image is the sandbox's failure, and nothing is pulled.
-	missing := *d
-	missing.image = "wmrl-executor:0000000000000000"
+	missing := &Docker{cli: d.cli, image: "wmrl-executor:0000000000000000", owner: d.owner, KillGrace: d.KillGrace}
 	if res, err := missing.Execute(context.Background(), req); err == nil {
 		t.Errorf("Execute with a missing image scored %+v", res)
 	}
@@ -175,5 +180,50 @@ func TestDockerSandboxErrors(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 	if _, err := NewDocker(context.Background(), fakeBinary); err == nil {
 		t.Error("NewDocker without an engine succeeded")
+	}
+}
+
+// TestDockerImages checks that images are tagged by content, that a sandbox
+// whose image was removed rebuilds it, and that PruneImages removes stale
+// executor images but not the current one.
+func TestDockerImages(t *testing.T) {
+	if dockerDown != "" {
+		t.Skip(dockerDown)
+	}
+	// A binary of its own: fakeexec with random trailing bytes (an ELF
+	// file runs with junk appended), so no other test uses its image.
+	bin, err := os.ReadFile(fakeBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var salt [16]byte
+	rand.Read(salt[:])
+	unique := filepath.Join(filepath.Dir(fakeBinary), "fakeexec-"+hex.EncodeToString(salt[:4]))
+	if err := os.WriteFile(unique, append(bin, salt[:]...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(unique)
+	d := newTestDocker(t, unique)
+	ctx := context.Background()
+	if d.Image() == newTestDocker(t, fakeBinary).Image() {
+		t.Fatalf("two binaries share the image %s", d.Image())
+	}
+	if _, err := d.Client().ImageRemove(ctx, d.Image(), image.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Execute(ctx, Request{Job: fakeJob(t, "ok"), Limits: testLimits()})
+	if err != nil || res.Status != executor.StatusOK {
+		t.Fatalf("Execute after its image was removed: %+v, %v", res, err)
+	}
+	// The fake sandbox prunes the unique image; its own stays.
+	fake := newTestDocker(t, fakeBinary)
+	if _, err := fake.PruneImages(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Client().ImageInspect(ctx, d.Image()); !cerrdefs.IsNotFound(err) {
+		t.Errorf("stale image %s after PruneImages: %v", d.Image(), err)
+	}
+	if _, err := d.Client().ImageInspect(ctx, fake.Image()); err != nil {
+		t.Errorf("current image %s: %v", fake.Image(), err)
 	}
 }

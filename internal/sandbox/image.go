@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 )
@@ -49,10 +50,15 @@ func EnsureImage(ctx context.Context, cli *client.Client, path string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("read executor binary: %w", err)
 	}
+	return ensureImage(ctx, cli, bin)
+}
+
+// ensureImage is EnsureImage for the binary's contents.
+func ensureImage(ctx context.Context, cli *client.Client, bin []byte) (string, error) {
 	tag := ImageTag(bin)
 	if _, err := cli.ImageInspect(ctx, tag); err == nil {
 		return tag, nil
-	} else if !client.IsErrNotFound(err) {
+	} else if !cerrdefs.IsNotFound(err) {
 		return "", fmt.Errorf("inspect image %s: %w", tag, err)
 	}
 	sum := sha256.Sum256(bin)
