@@ -15,7 +15,11 @@ vet:
 	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 
+# workflowcheck: the workflows must replay deterministically.
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
+
 test: vet
+	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 	$(GO) test -count=1 ./...
 
 bench:

@@ -1,0 +1,143 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/wmrl/wmrl/internal/debias"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// RecordAnchorsRequest names the anchor groups of a step.
+type RecordAnchorsRequest struct {
+	RunID  string `json:"run_id"`
+	Step   int    `json:"step"`
+	Groups []int  `json:"groups"`
+}
+
+// Validate checks the request: groups ascending, without repeats.
+func (r RecordAnchorsRequest) Validate() error {
+	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
+		return err
+	}
+	for i, g := range r.Groups {
+		if g < 0 || (i > 0 && g <= r.Groups[i-1]) {
+			return fmt.Errorf("groups %v: want ascending non-negative group indices", r.Groups)
+		}
+	}
+	return nil
+}
+
+// RecordAnchorsResponse counts the anchor pairs of the step.
+type RecordAnchorsResponse struct {
+	// Pairs is the number of anchor trajectories with both scores; New how
+	// many of them were not stored before; Ungraded the anchor trajectories
+	// without an execution result (excluded, never scored 0).
+	Pairs    int `json:"pairs"`
+	New      int `json:"new"`
+	Ungraded int `json:"ungraded"`
+}
+
+// RecordAnchors marks the anchor groups' trajectories and stores their
+// anchor pairs (r_wm, r_env). Both writes are idempotent.
+func (a *Activities) RecordAnchors(ctx context.Context, req RecordAnchorsRequest) (RecordAnchorsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return RecordAnchorsResponse{}, invalid(err)
+	}
+	if len(req.Groups) == 0 {
+		return RecordAnchorsResponse{}, nil
+	}
+	err := a.Store.SetAnchors(ctx, req.RunID, req.Step, req.Groups)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return RecordAnchorsResponse{}, invalid(err)
+	}
+	if err != nil {
+		return RecordAnchorsResponse{}, err
+	}
+	ts, err := a.Store.StepTrajectories(ctx, req.RunID, req.Step)
+	if err != nil {
+		return RecordAnchorsResponse{}, err
+	}
+	var resp RecordAnchorsResponse
+	var pairs []store.AnchorPair
+	for _, t := range ts {
+		if _, ok := slices.BinarySearch(req.Groups, t.Group); !ok {
+			continue
+		}
+		if t.Exec == nil || t.WMScore == nil {
+			resp.Ungraded++
+			continue
+		}
+		pairs = append(pairs, store.AnchorPair{Key: t.Key, WM: *t.WMScore, Env: t.Exec.Score})
+	}
+	n, err := a.Store.RecordAnchorPairs(ctx, pairs)
+	if err != nil {
+		return RecordAnchorsResponse{}, err
+	}
+	resp.Pairs, resp.New = len(pairs), n
+	return resp, nil
+}
+
+// CalibrateRequest asks for the calibration map of a step.
+type CalibrateRequest struct {
+	RunID  string        `json:"run_id"`
+	Step   int           `json:"step"`
+	Debias debias.Config `json:"debias"`
+}
+
+// Validate checks the request.
+func (r CalibrateRequest) Validate() error {
+	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
+		return err
+	}
+	return r.Debias.Validate()
+}
+
+// CalibrationSummary describes the map fitted at a step.
+type CalibrationSummary struct {
+	Step int `json:"step"`
+	// Pairs is the size of the window the map was fitted on; Knots the
+	// map's knots (0: the identity, before MinPairs pairs exist).
+	Pairs int `json:"pairs"`
+	Knots int `json:"knots"`
+	// BiasBefore and BiasAfter are the window's mean bias r_wm − r_env
+	// before and after the map (0 without pairs).
+	BiasBefore float64 `json:"bias_before"`
+	BiasAfter  float64 `json:"bias_after"`
+}
+
+// Calibrate fits f̂ on the window of anchor pairs of steps 0..s and stores
+// it as the step's map. The fit is deterministic, so a retry stores the same
+// map.
+func (a *Activities) Calibrate(ctx context.Context, req CalibrateRequest) (CalibrationSummary, error) {
+	if err := req.Validate(); err != nil {
+		return CalibrationSummary{}, invalid(err)
+	}
+	stored, err := a.Store.AnchorPairs(ctx, req.RunID, req.Step, req.Debias.Window)
+	if err != nil {
+		return CalibrationSummary{}, err
+	}
+	pairs := make([]debias.Pair, len(stored))
+	for i, p := range stored {
+		pairs[i] = p.Pair()
+	}
+	m, err := debias.Fit(pairs, req.Debias)
+	if err != nil {
+		return CalibrationSummary{}, invalid(err)
+	}
+	sum := CalibrationSummary{Step: req.Step, Pairs: len(pairs), Knots: len(m.X)}
+	c := store.Calibration{Run: req.RunID, Step: req.Step, Map: m, NPairs: len(pairs)}
+	if before, after, ok := debias.MeanBias(pairs, m); ok {
+		sum.BiasBefore, sum.BiasAfter = before, after
+		c.BiasBefore, c.BiasAfter = &before, &after
+	}
+	if err := a.Store.SaveCalibration(ctx, c); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return CalibrationSummary{}, invalid(err)
+		}
+		return CalibrationSummary{}, err
+	}
+	return sum, nil
+}

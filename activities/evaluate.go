@@ -1,0 +1,168 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/policy"
+	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/seed"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+)
+
+// HeldOutTasksRequest asks for the held-out tasks of a suite.
+type HeldOutTasksRequest struct {
+	SuiteSeed uint64 `json:"suite_seed"`
+	// Limit keeps the first Limit tasks; 0 keeps all.
+	Limit int `json:"limit"`
+}
+
+// HeldOutTasksResponse lists held-out task ids in suite order.
+type HeldOutTasksResponse struct {
+	TaskIDs []string `json:"task_ids"`
+}
+
+// HeldOutTasks lists the suite's held-out tasks.
+func (a *Activities) HeldOutTasks(ctx context.Context, req HeldOutTasksRequest) (HeldOutTasksResponse, error) {
+	if req.Limit < 0 {
+		return HeldOutTasksResponse{}, invalid(fmt.Errorf("limit %d: want >= 0", req.Limit))
+	}
+	s, err := a.suite(ctx, req.SuiteSeed)
+	if err != nil {
+		return HeldOutTasksResponse{}, err
+	}
+	ids := []string{}
+	for _, t := range s.Split(suite.HeldOut) {
+		if req.Limit > 0 && len(ids) == req.Limit {
+			break
+		}
+		ids = append(ids, t.ID)
+	}
+	return HeldOutTasksResponse{TaskIDs: ids}, nil
+}
+
+// EvaluateRequest asks for the held-out evaluation of one task at a
+// checkpoint: Samples programs, each really executed.
+type EvaluateRequest struct {
+	RunID      string         `json:"run_id"`
+	Checkpoint CheckpointRef  `json:"checkpoint"`
+	TaskID     string         `json:"task_id"`
+	Samples    int            `json:"samples"`
+	Seed       uint64         `json:"seed"`
+	SuiteSeed  uint64         `json:"suite_seed"`
+	Limits     sandbox.Limits `json:"limits"`
+}
+
+// Validate checks the request.
+func (r EvaluateRequest) Validate() error {
+	if err := checkRun(r.RunID); err != nil {
+		return err
+	}
+	if err := r.Checkpoint.validate(); err != nil {
+		return err
+	}
+	if r.TaskID == "" || r.Samples < 1 {
+		return fmt.Errorf("task %q samples %d: want a task and >= 1 sample", r.TaskID, r.Samples)
+	}
+	if err := r.Limits.Check(); err != nil {
+		return fmt.Errorf("limits: %w", err)
+	}
+	return nil
+}
+
+// EvaluateResponse counts the executions of this attempt.
+type EvaluateResponse struct {
+	// Executed counts the samples executed by this attempt; Resumed the
+	// samples an earlier attempt had stored (from its heartbeat).
+	Executed   int     `json:"executed"`
+	Resumed    int     `json:"resumed"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+}
+
+// HeldOutScoreOf is the held-out score of one execution: its leaderboard
+// position, 0 for a program that fails.
+func HeldOutScoreOf(r executor.Result) float64 {
+	if r.Status != executor.StatusOK {
+		return 0
+	}
+	return r.Position
+}
+
+// Evaluate samples the task's programs from the checkpoint and executes each
+// in the sandbox, storing one evaluation row per sample (keyed by run,
+// checkpoint version, task and sample; first write wins) whose score is
+// HeldOutScoreOf the execution. These executions are counted apart from the
+// training ones. After each sample it heartbeats the next sample's index, and
+// a retried attempt resumes there.
+func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
+	if err := req.Validate(); err != nil {
+		return EvaluateResponse{}, invalid(err)
+	}
+	s, err := a.suite(ctx, req.SuiteSeed)
+	if err != nil {
+		return EvaluateResponse{}, err
+	}
+	task, err := s.Task(req.TaskID)
+	if err != nil {
+		return EvaluateResponse{}, invalid(err)
+	}
+	if task.Split != suite.HeldOut {
+		return EvaluateResponse{}, invalid(fmt.Errorf("task %s is not a held-out task", req.TaskID))
+	}
+	p, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
+	if err != nil {
+		return EvaluateResponse{}, err
+	}
+	evalSeed := seed.Derive(tagEval, req.Seed)
+	taskKey := seed.String(task.ID)
+	version := uint64(req.Checkpoint.Version)
+	progs, err := samplePrograms(p, task.Card.Vector(), req.Samples, func(i int) uint64 {
+		return policy.SampleSeed(evalSeed, version, taskKey, uint64(i))
+	})
+	if err != nil {
+		return EvaluateResponse{}, fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	var resp EvaluateResponse
+	start := 0
+	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &start); err != nil || start < 0 || start > len(progs) {
+			start = 0
+		}
+	}
+	resp.Resumed = start
+	for i := start; i < len(progs); i++ {
+		res, err := a.run(ctx, task, progs[i], seed.Derive(tagEval, req.Seed, version, taskKey, uint64(i)), req.Limits)
+		if err != nil {
+			return EvaluateResponse{}, fmt.Errorf("evaluate %s sample %d: %w", task.ID, i, err)
+		}
+		res.Score = HeldOutScoreOf(res)
+		_, err = a.Store.SaveEvaluations(ctx, []store.Evaluation{{Run: req.RunID, Step: req.Checkpoint.Version,
+			TaskID: task.ID, Sample: i, Program: progs[i], Result: res}})
+		if err != nil {
+			return EvaluateResponse{}, err
+		}
+		resp.Executed++
+		resp.CPUSeconds += res.CPUSeconds
+		heartbeat(ctx, i+1)
+	}
+	return resp, nil
+}
+
+// HeldOutScoreRequest names a checkpoint version of a run.
+type HeldOutScoreRequest struct {
+	RunID   string `json:"run_id"`
+	Version int    `json:"version"`
+}
+
+// HeldOutScore returns the held-out score of a checkpoint from the stored
+// evaluations: the mean over tasks of the mean score of their samples.
+func (a *Activities) HeldOutScore(ctx context.Context, req HeldOutScoreRequest) (store.HeldOut, error) {
+	if err := (StepRequest{RunID: req.RunID, Step: req.Version}).Validate(); err != nil {
+		return store.HeldOut{}, invalid(err)
+	}
+	return a.Store.HeldOutScore(ctx, req.RunID, req.Version)
+}

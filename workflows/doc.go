@@ -1,0 +1,25 @@
+// Package workflows holds the two Temporal workflows of wmrl, one per file:
+// TrainingRun, the parent of a run, and TrainingStep, its child for one
+// training step (workflow ID "<run>/step-<n>").
+//
+// TrainingStep runs DESIGN.md's nine stages: Generate for every group
+// (rollout queue), the deterministic anchor choice (here, in the workflow),
+// ScoreWorldModel for every group (worldmodel queue, unless the mode is
+// grpo), Execute for every trajectory that needs a real score (sandbox queue:
+// all of them in grpo, the anchor groups' in the anchor modes, none in wm),
+// RecordAnchors, Calibrate and Fuse (control queue), Update (gpu queue) and
+// the step's metrics. Fan-out is bounded by the config's parallelism.
+//
+// TrainingRun runs the steps one after another, carrying a small state
+// (RunState: next step, checkpoint, denoiser state, anchor tracker, anchor
+// fraction, last metrics), evaluates the held-out tasks every E steps and at
+// the end, and continues as new every K steps or when Temporal suggests it.
+// It answers the query "status", the signals "pause", "resume" and "stop"
+// (after the current step) and the update "set-anchor-fraction".
+//
+// The code here must replay deterministically: no time.Now, no rand, no go
+// statements, channels, selects or ranging over maps (workflowcheck runs in
+// `make test`), and every seed comes from (run seed, step, group, sample).
+// Change workflow logic behind workflow.GetVersion and keep the recorded
+// histories in testdata/ replaying.
+package workflows

@@ -1,0 +1,167 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// fake records the activity calls of a workflow test and answers them with
+// plausible, deterministic responses.
+type fake struct {
+	mu    sync.Mutex
+	calls map[string]int
+	// executed lists the (step, group) of every Execute call.
+	executed [][2]int
+	// failExec makes Execute of these groups fail as a sandbox error.
+	failExec map[int]bool
+	// fuses records the Fuse requests.
+	fuses []activities.FuseRequest
+}
+
+func (f *fake) count(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[name]++
+}
+
+func (f *fake) n(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func hashOf(v int) string { return fmt.Sprintf("hash-%d", v) }
+
+// register mocks every activity of a on env. updateDelay delays Update on
+// the workflow clock (0: none).
+func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time.Duration) {
+	var a *activities.Activities
+	env.OnActivity(a.CreateRun, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.CreateRunRequest) (activities.CreateRunResponse, error) {
+			f.count("CreateRun")
+			return activities.CreateRunResponse{Checkpoint: activities.CheckpointRef{Version: 0, Hash: hashOf(0)}}, nil
+		}).Maybe()
+	env.OnActivity(a.SetRunState, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.SetRunStateRequest) error {
+			f.count("SetRunState:" + string(r.State))
+			return nil
+		}).Maybe()
+	env.OnActivity(a.StartStep, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.StepRequest) error { f.count("StartStep"); return nil }).Maybe()
+	env.OnActivity(a.FinishStep, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.FinishStepRequest) error { f.count("FinishStep"); return nil }).Maybe()
+	env.OnActivity(a.Generate, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.GenerateRequest) (activities.GenerateResponse, error) {
+			f.count("Generate")
+			if r.Checkpoint.Hash != hashOf(r.Step) {
+				return activities.GenerateResponse{}, fmt.Errorf("step %d got checkpoint %+v", r.Step, r.Checkpoint)
+			}
+			return activities.GenerateResponse{TaskID: fmt.Sprintf("task-%d", r.Group), Inserted: r.Samples}, nil
+		}).Maybe()
+	env.OnActivity(a.ScoreWorldModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.ScoreRequest) (activities.ScoreResponse, error) {
+			f.count("ScoreWorldModel")
+			return activities.ScoreResponse{Scored: 4, Mean: 0.5}, nil
+		}).Maybe()
+	env.OnActivity(a.Execute, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.ExecuteRequest) (activities.ExecuteResponse, error) {
+			f.count("Execute")
+			f.mu.Lock()
+			f.executed = append(f.executed, [2]int{r.Step, r.Group})
+			fail := f.failExec[r.Group]
+			f.mu.Unlock()
+			if fail {
+				return activities.ExecuteResponse{}, fmt.Errorf("docker daemon down")
+			}
+			return activities.ExecuteResponse{Status: executor.StatusOK, Score: 0.75, CPUSeconds: 0.5, WallSeconds: 0.6}, nil
+		}).Maybe()
+	env.OnActivity(a.RecordAnchors, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.RecordAnchorsRequest) (activities.RecordAnchorsResponse, error) {
+			f.count("RecordAnchors")
+			return activities.RecordAnchorsResponse{Pairs: 4 * len(r.Groups)}, nil
+		}).Maybe()
+	env.OnActivity(a.Calibrate, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.CalibrateRequest) (activities.CalibrationSummary, error) {
+			f.count("Calibrate")
+			return activities.CalibrationSummary{Step: r.Step, Pairs: 4 * (r.Step + 1), Knots: 2}, nil
+		}).Maybe()
+	env.OnActivity(a.Fuse, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.FuseRequest) (activities.FuseResponse, error) {
+			f.count("Fuse")
+			f.mu.Lock()
+			f.fuses = append(f.fuses, r)
+			f.mu.Unlock()
+			st := r.Denoise
+			st.Groups += len(r.Anchors)
+			return activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
+				Stats: activities.FuseStats{Trajectories: 16, Graded: 16}}, nil
+		}).Maybe()
+	up := env.OnActivity(a.Update, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.UpdateRequest) (activities.UpdateResponse, error) {
+			f.count("Update")
+			if r.Checkpoint.Version != r.Step || r.Checkpoint.Hash != hashOf(r.Step) {
+				return activities.UpdateResponse{}, temporal.NewNonRetryableApplicationError("bad checkpoint",
+					activities.ErrInvalidInput, nil)
+			}
+			return activities.UpdateResponse{Checkpoint: activities.CheckpointRef{Version: r.Step + 1, Hash: hashOf(r.Step + 1)}}, nil
+		}).Maybe()
+	if updateDelay > 0 {
+		up.After(updateDelay)
+	}
+	env.OnActivity(a.HeldOutTasks, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.HeldOutTasksRequest) (activities.HeldOutTasksResponse, error) {
+			f.count("HeldOutTasks")
+			return activities.HeldOutTasksResponse{TaskIDs: []string{"h0", "h1"}}, nil
+		}).Maybe()
+	env.OnActivity(a.Evaluate, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.EvaluateRequest) (activities.EvaluateResponse, error) {
+			f.count("Evaluate")
+			return activities.EvaluateResponse{Executed: r.Samples}, nil
+		}).Maybe()
+	env.OnActivity(a.HeldOutScore, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.HeldOutScoreRequest) (store.HeldOut, error) {
+			f.count("HeldOutScore")
+			return store.HeldOut{Score: 0.25 + float64(r.Version)/100, Tasks: 2, Samples: 4}, nil
+		}).Maybe()
+}
+
+// executedGroups returns the distinct groups executed at a step, sorted.
+func (f *fake) executedGroups(step int) []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var gs []int
+	for _, e := range f.executed {
+		if e[0] == step && !slices.Contains(gs, e[1]) {
+			gs = append(gs, e[1])
+		}
+	}
+	slices.Sort(gs)
+	return gs
+}
+
+func newEnv(t *testing.T, s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(TrainingRun)
+	env.RegisterWorkflow(TrainingStep)
+	env.RegisterActivity(&activities.Activities{})
+	return env
+}

@@ -1,0 +1,86 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/runconfig"
+)
+
+// Retry policies. Infrastructure errors (database, file system, sandbox
+// daemon) are retried with backoff; invalid input never is.
+func retryForever() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
+	}
+}
+
+// ExecuteAttempts is how often a real execution is tried before its
+// trajectory counts as ungraded (excluded from the advantages).
+const ExecuteAttempts = 5
+
+func withControl(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueControl,
+		StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:         retryForever(),
+	})
+}
+
+func withRollout(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueRollout,
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         retryForever(),
+	})
+}
+
+func withWorldModel(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueWorldModel,
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         retryForever(),
+	})
+}
+
+// deadline is the sandbox deadline of one execution.
+func deadline(cfg runconfig.Config) time.Duration {
+	return time.Duration(cfg.Sandbox.DeadlineSeconds * float64(time.Second))
+}
+
+func withSandbox(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
+	rp := retryForever()
+	rp.MaximumAttempts = ExecuteAttempts
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueSandbox,
+		StartToCloseTimeout: deadline(cfg) + 2*time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         rp,
+	})
+}
+
+func withEvaluate(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
+	rp := retryForever()
+	rp.MaximumAttempts = ExecuteAttempts
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueSandbox,
+		StartToCloseTimeout: time.Duration(cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         rp,
+	})
+}
+
+func withGPU(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           QueueGPU,
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         retryForever(),
+	})
+}

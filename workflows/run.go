@@ -1,0 +1,325 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// Names of the run workflow's query, signals and update.
+const (
+	QueryStatus             = "status"
+	SignalPause             = "pause"
+	SignalResume            = "resume"
+	SignalStop              = "stop"
+	UpdateSetAnchorFraction = "set-anchor-fraction"
+)
+
+// Run states reported by the status query.
+const (
+	StateRunning   = "running"
+	StatePaused    = "paused"
+	StateStopping  = "stopping"
+	StateCompleted = "completed"
+)
+
+// RunInput is the input of TrainingRun. State is nil when a run starts and
+// carries the run's state across continue-as-new.
+type RunInput struct {
+	RunID  string           `json:"run_id"`
+	Config runconfig.Config `json:"config"`
+	State  *RunState        `json:"state,omitempty"`
+}
+
+// RunState is everything a run carries from step to step: small values
+// only; trajectories and checkpoints stay in Postgres and the data
+// directory.
+type RunState struct {
+	// Step is the next step to run, the number of completed steps.
+	Step int `json:"step"`
+	// Checkpoint is checkpoint Step, the latest policy.
+	Checkpoint activities.CheckpointRef `json:"checkpoint"`
+	Denoise    denoise.State            `json:"denoise"`
+	Rho        float64                  `json:"rho"`
+	Tracker    anchors.Tracker          `json:"tracker"`
+	// AnchorFraction is the current anchor fraction.
+	AnchorFraction float64 `json:"anchor_fraction"`
+	Paused         bool    `json:"paused"`
+	Stopping       bool    `json:"stopping"`
+	// Last are the metrics of the last completed step.
+	Last        *StepSummary                   `json:"last,omitempty"`
+	Calibration *activities.CalibrationSummary `json:"calibration,omitempty"`
+	HeldOut     *HeldOut                       `json:"held_out,omitempty"`
+}
+
+// StepSummary is a completed step's metrics.
+type StepSummary struct {
+	Step    int                    `json:"step"`
+	Anchors []int                  `json:"anchors"`
+	Metrics activities.StepMetrics `json:"metrics"`
+}
+
+// HeldOut is the held-out score (avg@samples by real execution) of a
+// checkpoint version.
+type HeldOut struct {
+	Version int     `json:"version"`
+	Score   float64 `json:"score"`
+	Tasks   int     `json:"tasks"`
+	Samples int     `json:"samples"`
+}
+
+// RunResult is the outcome of a run.
+type RunResult struct {
+	RunID string `json:"run_id"`
+	// Steps is the number of completed steps; Stopped is true when a stop
+	// signal ended the run before Config.Steps.
+	Steps      int                      `json:"steps"`
+	Stopped    bool                     `json:"stopped"`
+	Checkpoint activities.CheckpointRef `json:"checkpoint"`
+	HeldOut    *HeldOut                 `json:"held_out,omitempty"`
+}
+
+// Status is the answer to the status query.
+type Status struct {
+	Run   string    `json:"run"`
+	Name  string    `json:"name"`
+	State string    `json:"state"`
+	Mode  mode.Mode `json:"mode"`
+	// Step is the number of completed steps, Steps the planned number.
+	Step                   int                            `json:"step"`
+	Steps                  int                            `json:"steps"`
+	AnchorFraction         float64                        `json:"anchor_fraction"`
+	RealisedAnchorFraction float64                        `json:"realised_anchor_fraction"`
+	Rho                    float64                        `json:"rho"`
+	Checkpoint             activities.CheckpointRef       `json:"checkpoint"`
+	Last                   *StepSummary                   `json:"last,omitempty"`
+	Calibration            *activities.CalibrationSummary `json:"calibration,omitempty"`
+	HeldOut                *HeldOut                       `json:"held_out,omitempty"`
+}
+
+func invalidInput(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, err)
+}
+
+// TrainingRun runs a training run: one TrainingStep child per step, held-out
+// evaluations every Eval.Every steps and at the end, continue-as-new every
+// ContinueAsNewEvery steps (or when Temporal suggests it).
+func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
+	var a *activities.Activities
+	cfg := in.Config
+	if err := cfg.Validate(); err != nil {
+		return RunResult{}, invalidInput(err)
+	}
+	logger := workflow.GetLogger(ctx)
+	ctl := withControl(ctx)
+
+	st := in.State
+	if st == nil {
+		var created activities.CreateRunResponse
+		req := activities.CreateRunRequest{RunID: in.RunID, Config: cfg}
+		if err := workflow.ExecuteActivity(ctl, a.CreateRun, req).Get(ctx, &created); err != nil {
+			return RunResult{}, fmt.Errorf("create run: %w", err)
+		}
+		st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
+	}
+	completed := false
+	state := func() string {
+		switch {
+		case completed:
+			return StateCompleted
+		case st.Stopping:
+			return StateStopping
+		case st.Paused:
+			return StatePaused
+		}
+		return StateRunning
+	}
+
+	err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
+		return Status{
+			Run: in.RunID, Name: cfg.Name, State: state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
+			AnchorFraction: st.AnchorFraction, RealisedAnchorFraction: st.Tracker.Realised(), Rho: st.Rho,
+			Checkpoint: st.Checkpoint, Last: st.Last, Calibration: st.Calibration, HeldOut: st.HeldOut,
+		}, nil
+	})
+	if err != nil {
+		return RunResult{}, fmt.Errorf("set query handler: %w", err)
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
+		func(ctx workflow.Context, f float64) (float64, error) {
+			prev := st.AnchorFraction
+			st.AnchorFraction = f
+			return prev, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
+			return validateFraction(cfg, f)
+		}})
+	if err != nil {
+		return RunResult{}, fmt.Errorf("set update handler: %w", err)
+	}
+	pauseCh := workflow.GetSignalChannel(ctx, SignalPause)
+	resumeCh := workflow.GetSignalChannel(ctx, SignalResume)
+	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
+	listen := func(ch workflow.ReceiveChannel, apply func()) {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				ch.Receive(ctx, nil)
+				apply()
+			}
+		})
+	}
+	listen(pauseCh, func() { st.Paused = true })
+	listen(resumeCh, func() { st.Paused = false })
+	listen(stopCh, func() { st.Stopping = true })
+
+	if err := workflow.UpsertTypedSearchAttributes(ctx, keyRunName().ValueSet(cfg.Name),
+		keyMode().ValueSet(string(cfg.Mode)), keyStep().ValueSet(int64(st.Step))); err != nil {
+		return RunResult{}, fmt.Errorf("upsert search attributes: %w", err)
+	}
+	setState := func(s store.RunState) error {
+		req := activities.SetRunStateRequest{RunID: in.RunID, State: s}
+		return workflow.ExecuteActivity(ctl, a.SetRunState, req).Get(ctx, nil)
+	}
+
+	stepsHere := 0
+	for st.Step < cfg.Steps {
+		if st.Paused && !st.Stopping {
+			if err := setState(store.RunPaused); err != nil {
+				return RunResult{}, fmt.Errorf("record pause: %w", err)
+			}
+			logger.Info("paused", "step", st.Step)
+			if err := workflow.Await(ctx, func() bool { return !st.Paused || st.Stopping }); err != nil {
+				return RunResult{}, err
+			}
+			if err := setState(store.RunRunning); err != nil {
+				return RunResult{}, fmt.Errorf("record resume: %w", err)
+			}
+		}
+		if st.Stopping {
+			break
+		}
+		if stepsHere >= cfg.ContinueAsNewEvery || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return RunResult{}, err
+			}
+			drain(pauseCh, func() { st.Paused = true })
+			drain(resumeCh, func() { st.Paused = false })
+			drain(stopCh, func() { st.Stopping = true })
+			logger.Info("continue as new", "step", st.Step)
+			return RunResult{}, workflow.NewContinueAsNewError(ctx, TrainingRun, RunInput{RunID: in.RunID, Config: cfg, State: st})
+		}
+
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: StepWorkflowID(in.RunID, st.Step),
+			TaskQueue:  QueueControl,
+		})
+		var r StepResult
+		sin := StepInput{RunID: in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
+			Checkpoint: st.Checkpoint, Denoise: st.Denoise}
+		if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &r); err != nil {
+			return RunResult{}, fmt.Errorf("step %d: %w", st.Step, err)
+		}
+		st.Tracker.Add(cfg.Groups, len(r.Anchors))
+		st.Checkpoint, st.Denoise, st.Rho = r.Checkpoint, r.Denoise, r.Rho
+		st.Last = &StepSummary{Step: r.Step, Anchors: r.Anchors, Metrics: r.Metrics}
+		if r.Calibration != nil {
+			st.Calibration = r.Calibration
+		}
+		st.Step++
+		stepsHere++
+		if err := workflow.UpsertTypedSearchAttributes(ctx, keyStep().ValueSet(int64(st.Step))); err != nil {
+			return RunResult{}, fmt.Errorf("upsert search attributes: %w", err)
+		}
+		if cfg.Eval.Every > 0 && st.Step%cfg.Eval.Every == 0 && st.Step < cfg.Steps {
+			if err := evaluate(ctx, in.RunID, cfg, st); err != nil {
+				return RunResult{}, err
+			}
+		}
+	}
+	if st.Step > 0 && (st.HeldOut == nil || st.HeldOut.Version != st.Step) {
+		if err := evaluate(ctx, in.RunID, cfg, st); err != nil {
+			return RunResult{}, err
+		}
+	}
+	if err := setState(store.RunCompleted); err != nil {
+		return RunResult{}, fmt.Errorf("record completion: %w", err)
+	}
+	completed = true
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return RunResult{}, err
+	}
+	return RunResult{RunID: in.RunID, Steps: st.Step, Stopped: st.Step < cfg.Steps, Checkpoint: st.Checkpoint,
+		HeldOut: st.HeldOut}, nil
+}
+
+// validateFraction is the validator of set-anchor-fraction.
+func validateFraction(cfg runconfig.Config, f float64) error {
+	if !cfg.Mode.Pieces().Anchors {
+		return fmt.Errorf("mode %s has no anchor groups", cfg.Mode)
+	}
+	if !(f >= 0 && f <= 1) {
+		return fmt.Errorf("anchor fraction must be in [0,1], got %v", f)
+	}
+	return nil
+}
+
+// drain applies every signal already delivered on ch.
+func drain(ch workflow.ReceiveChannel, apply func()) {
+	for ch.ReceiveAsync(nil) {
+		apply()
+	}
+}
+
+// evaluate measures the held-out score of checkpoint st.Step: Eval.Samples
+// programs per held-out task, each really executed (sandbox queue), counted
+// apart from training. A task whose evaluation fails after every retry is
+// left out of the score.
+func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState) error {
+	var a *activities.Activities
+	logger := workflow.GetLogger(ctx)
+	ctl := withControl(ctx)
+	var tasks activities.HeldOutTasksResponse
+	treq := activities.HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed, Limit: cfg.Eval.Tasks}
+	if err := workflow.ExecuteActivity(ctl, a.HeldOutTasks, treq).Get(ctx, &tasks); err != nil {
+		return fmt.Errorf("held-out tasks: %w", err)
+	}
+	ev := withEvaluate(ctx, cfg)
+	limits := cfg.Sandbox.Limits()
+	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
+		return workflow.ExecuteActivity(ev, a.Evaluate, activities.EvaluateRequest{
+			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
+			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits})
+	}, func(i int, f workflow.Future) error {
+		err := f.Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == activities.ErrInvalidInput {
+			return fmt.Errorf("evaluate %s: %w", tasks.TaskIDs[i], err)
+		}
+		if err != nil {
+			logger.Warn("held-out task not evaluated", "task", tasks.TaskIDs[i], "error", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var h store.HeldOut
+	hreq := activities.HeldOutScoreRequest{RunID: runID, Version: st.Checkpoint.Version}
+	if err := workflow.ExecuteActivity(ctl, a.HeldOutScore, hreq).Get(ctx, &h); err != nil {
+		return fmt.Errorf("held-out score: %w", err)
+	}
+	st.HeldOut = &HeldOut{Version: st.Checkpoint.Version, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, keyHeldOut().ValueSet(h.Score)); err != nil {
+		return fmt.Errorf("upsert search attributes: %w", err)
+	}
+	return nil
+}

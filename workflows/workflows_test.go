@@ -1,0 +1,353 @@
+package workflows
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+)
+
+func tiny(t *testing.T, m mode.Mode) runconfig.Config {
+	t.Helper()
+	c, err := runconfig.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Mode = m
+	return c
+}
+
+func TestStepModes(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	for _, m := range mode.All() {
+		t.Run(string(m), func(t *testing.T) {
+			cfg := tiny(t, m)
+			env := newEnv(t, &s)
+			f := &fake{}
+			f.register(env, 0)
+			in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
+				Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
+			env.ExecuteWorkflow(TrainingStep, in)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var res StepResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			G, n := cfg.Groups, cfg.Samples
+			pc := m.Pieces()
+			want, err := anchors.Select(cfg.Seed, 3, G, cfg.Anchors.Fraction, cfg.Anchors.Min, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantExec []int
+			switch {
+			case pc.ExecuteAll:
+				wantExec = []int{0, 1, 2, 3}
+				want = []int{}
+			case pc.Anchors:
+				wantExec = want
+			default:
+				want = []int{}
+			}
+			if !slices.Equal(res.Anchors, want) {
+				t.Errorf("anchors = %v, want %v", res.Anchors, want)
+			}
+			if got := f.executedGroups(3); !slices.Equal(got, wantExec) {
+				t.Errorf("executed groups %v, want %v", got, wantExec)
+			}
+			b2i := func(b bool) int {
+				if b {
+					return 1
+				}
+				return 0
+			}
+			counts := []struct {
+				name string
+				want int
+			}{
+				{"StartStep", 1}, {"Generate", G}, {"ScoreWorldModel", b2i(pc.WorldModel) * G},
+				{"Execute", len(wantExec) * n}, {"RecordAnchors", b2i(pc.Anchors)}, {"Calibrate", b2i(pc.Debias)},
+				{"Fuse", 1}, {"Update", 1}, {"FinishStep", 1}, {"CreateRun", 0},
+			}
+			for _, c := range counts {
+				if got := f.n(c.name); got != c.want {
+					t.Errorf("%s called %d times, want %d", c.name, got, c.want)
+				}
+			}
+			if res.Checkpoint.Version != 4 || res.Checkpoint.Hash != hashOf(4) {
+				t.Errorf("checkpoint %+v, want version 4", res.Checkpoint)
+			}
+			if res.Metrics.Executed != len(wantExec)*n || res.Metrics.Ungraded != 0 {
+				t.Errorf("metrics executed %d ungraded %d", res.Metrics.Executed, res.Metrics.Ungraded)
+			}
+			if (res.Calibration != nil) != pc.Debias {
+				t.Errorf("calibration %+v with debias %v", res.Calibration, pc.Debias)
+			}
+			if len(f.fuses) != 1 || f.fuses[0].Mode != m || !slices.Equal(f.fuses[0].Anchors, res.Anchors) {
+				t.Errorf("fuse requests %+v", f.fuses)
+			}
+		})
+	}
+}
+
+func TestStepUngradedExcluded(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.GRPO)
+	env := newEnv(t, &s)
+	f := &fake{failExec: map[int]bool{2: true}}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingStep, StepInput{RunID: "r", Step: 0, Config: cfg,
+		Checkpoint: activities.CheckpointRef{Version: 0, Hash: hashOf(0)}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res StepResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.Samples
+	if res.Metrics.Ungraded != n || res.Metrics.Executed != cfg.Groups*n {
+		t.Errorf("ungraded %d executed %d, want %d and %d", res.Metrics.Ungraded, res.Metrics.Executed, n, cfg.Groups*n)
+	}
+	// Every failing trajectory was tried ExecuteAttempts times.
+	if got, want := f.n("Execute"), (cfg.Groups-1)*n+n*ExecuteAttempts; got != want {
+		t.Errorf("Execute called %d times, want %d", got, want)
+	}
+	if f.n("Update") != 1 {
+		t.Errorf("step did not reach Update")
+	}
+}
+
+func decodeContinueAsNew(t *testing.T, err error) RunInput {
+	t.Helper()
+	var can *workflow.ContinueAsNewError
+	if !errors.As(err, &can) {
+		t.Fatalf("workflow error %v, want continue-as-new", err)
+	}
+	var next RunInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
+func TestRunContinueAsNewCarriesState(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.WMRL) // 3 steps, continue-as-new every 2
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+	next := decodeContinueAsNew(t, env.GetWorkflowError())
+	st := next.State
+	if st == nil || st.Step != 2 || st.Checkpoint != (activities.CheckpointRef{Version: 2, Hash: hashOf(2)}) {
+		t.Fatalf("carried state %+v, want step 2 at checkpoint 2", st)
+	}
+	if st.Denoise.Groups != 2 || st.Tracker != (anchors.Tracker{Groups: 8, Anchors: 2}) || st.Last == nil || st.Last.Step != 1 {
+		t.Fatalf("carried state %+v", st)
+	}
+	if st.Calibration == nil || st.Calibration.Step != 1 || st.AnchorFraction != cfg.Anchors.Fraction {
+		t.Fatalf("carried calibration %+v fraction %v", st.Calibration, st.AnchorFraction)
+	}
+	if f.n("CreateRun") != 1 || f.n("Update") != 2 || f.n("Evaluate") != 0 {
+		t.Fatalf("calls %v", f.calls)
+	}
+
+	// The continued run does the last step, evaluates and completes.
+	env2 := newEnv(t, &s)
+	f2 := &fake{}
+	f2.register(env2, 0)
+	env2.ExecuteWorkflow(TrainingRun, next)
+	if err := env2.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := env2.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != 3 || res.Stopped || res.Checkpoint.Version != 3 || res.HeldOut == nil || res.HeldOut.Version != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if f2.n("CreateRun") != 0 || f2.n("Update") != 1 || f2.n("Evaluate") != 2 || f2.n("SetRunState:completed") != 1 {
+		t.Fatalf("calls %v", f2.calls)
+	}
+	if f2.fuses[0].Denoise.Groups != 2 {
+		t.Fatalf("step 2 got denoiser state %+v, want the carried one", f2.fuses[0].Denoise)
+	}
+	var status Status
+	v, err := env2.QueryWorkflow(QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Get(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status.State != StateCompleted || status.Step != 3 || status.Steps != 3 || status.Mode != mode.WMRL ||
+		status.Last == nil || status.HeldOut == nil {
+		t.Fatalf("status %+v", status)
+	}
+}
+
+func TestRunEvaluatesEveryE(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.Mix)
+	cfg.Steps, cfg.Eval.Every, cfg.ContinueAsNewEvery = 4, 2, 10
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	// After step 2 and at the end (4): two evaluations of two tasks.
+	if f.n("HeldOutScore") != 2 || f.n("Evaluate") != 4 {
+		t.Fatalf("calls %v", f.calls)
+	}
+}
+
+func TestRunStopAfterCurrentStep(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.WMRL)
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, time.Hour)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalStop, nil) }, 30*time.Minute)
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != 1 || !res.Stopped || res.Checkpoint.Version != 1 {
+		t.Fatalf("result %+v, want a run stopped after step 0", res)
+	}
+	if f.n("Update") != 1 || f.n("SetRunState:completed") != 1 || f.n("Evaluate") != 2 {
+		t.Fatalf("calls %v", f.calls)
+	}
+}
+
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) Status {
+	t.Helper()
+	v, err := env.QueryWorkflow(QueryStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	if err := v.Get(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRunPauseResume(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.Debias)
+	cfg.ContinueAsNewEvery = 10
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, time.Hour)
+	var during, paused Status
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalPause, nil)
+	}, 30*time.Minute)
+	env.RegisterDelayedCallback(func() { during = queryStatus(t, env) }, 45*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		paused = queryStatus(t, env)
+		env.SignalWorkflow(SignalResume, nil)
+	}, 5*time.Hour)
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if during.State != StatePaused || during.Step != 0 {
+		t.Errorf("status right after pause %+v, want paused at step 0 (the step still runs)", during)
+	}
+	if paused.State != StatePaused || paused.Step != 1 || f.n("SetRunState:paused") != 1 {
+		t.Errorf("status while paused %+v, calls %v", paused, f.calls)
+	}
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != cfg.Steps || res.Stopped {
+		t.Fatalf("result %+v", res)
+	}
+	if f.n("SetRunState:running") != 1 {
+		t.Errorf("resume not recorded: %v", f.calls)
+	}
+}
+
+func TestSetAnchorFraction(t *testing.T) {
+	tests := []struct {
+		mode       mode.Mode
+		give       float64
+		wantReject bool
+	}{
+		{mode.WMRL, 1.5, true},
+		{mode.WMRL, -0.1, true},
+		{mode.GRPO, 0.5, true},
+		{mode.WM, 0.5, true},
+		{mode.WMRL, 0.5, false},
+		{mode.Mix, 1, false},
+	}
+	var s testsuite.WorkflowTestSuite
+	for _, tt := range tests {
+		cfg := tiny(t, tt.mode)
+		cfg.ContinueAsNewEvery = 10
+		env := newEnv(t, &s)
+		f := &fake{}
+		f.register(env, time.Hour)
+		var rejected error
+		var prev float64
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(UpdateSetAnchorFraction, "u1", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { rejected = err },
+				OnAccept: func() {},
+				OnComplete: func(v any, err error) {
+					if err == nil {
+						prev = v.(float64)
+					}
+				},
+			}, tt.give)
+		}, 30*time.Minute)
+		env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if (rejected != nil) != tt.wantReject {
+			t.Errorf("%s fraction %v: rejected = %v, want rejection %v", tt.mode, tt.give, rejected, tt.wantReject)
+			continue
+		}
+		st := queryStatus(t, env)
+		if tt.wantReject {
+			if st.AnchorFraction != cfg.Anchors.Fraction {
+				t.Errorf("rejected update changed the fraction to %v", st.AnchorFraction)
+			}
+			continue
+		}
+		if prev != cfg.Anchors.Fraction || st.AnchorFraction != tt.give {
+			t.Errorf("update returned %v, fraction now %v", prev, st.AnchorFraction)
+		}
+		// Step 0 used the old fraction, the next steps the new one.
+		wantK := int(tt.give*float64(cfg.Groups) + 0.5)
+		if got := len(f.fuses[0].Anchors); got != 1 {
+			t.Errorf("step 0 had %d anchor groups, want 1", got)
+		}
+		if got := len(f.fuses[1].Anchors); got != wantK {
+			t.Errorf("step 1 had %d anchor groups, want %d", got, wantK)
+		}
+	}
+}
