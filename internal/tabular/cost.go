@@ -21,7 +21,7 @@ import (
 //	ridge                     normal equations n·c², Cholesky c³/3
 //	logistic                  iters Newton steps (no early stop assumed)
 //	knn                       n_train·n_test·c distances
-//	gbt                       presort, then trees·depth scans of n·c
+//	gbt                       presort, then trees·depth split scans of n·c
 //	rff                       projection N·c·F, cosines, ridge on F features
 //
 // It reads only the program and the three sizes, never the data, so it is
@@ -89,7 +89,7 @@ func modelCost(op program.Op, n, m, c float64) float64 {
 	case "gbt":
 		trees, depth := float64(op.Int("trees")), float64(op.Int("depth"))
 		presort := c * n * (math.Log2(n+1) + 1)
-		perTree := depth*(2*c*n+2*n) + 12*n
+		perTree := depth*(6*c*n+2*n) + 12*n // a split scan costs ~6 units per row and feature
 		return presort + trees*perTree + m*trees*depth
 	case "rff":
 		f := float64(op.Int("features"))
