@@ -55,6 +55,7 @@ type EvaluateRequest struct {
 	Seed       uint64         `json:"seed"`
 	SuiteSeed  uint64         `json:"suite_seed"`
 	Limits     sandbox.Limits `json:"limits"`
+	Budget     float64        `json:"budget"`
 }
 
 // Validate checks the request.
@@ -71,7 +72,7 @@ func (r EvaluateRequest) Validate() error {
 	if err := r.Limits.Check(); err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}
-	return nil
+	return checkBudget(r.Budget)
 }
 
 // EvaluateResponse counts the executions of this attempt.
@@ -135,7 +136,7 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	}
 	resp.Resumed = start
 	for i := start; i < len(progs); i++ {
-		res, err := a.run(ctx, task, progs[i], seed.Derive(tagEval, req.Seed, version, taskKey, uint64(i)), req.Limits)
+		res, err := a.run(ctx, task, progs[i], seed.Derive(tagEval, req.Seed, version, taskKey, uint64(i)), req.Limits, req.Budget)
 		if err != nil {
 			return EvaluateResponse{}, fmt.Errorf("evaluate %s sample %d: %w", task.ID, i, err)
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -21,6 +23,8 @@ type ExecuteRequest struct {
 	Seed      uint64         `json:"seed"`
 	SuiteSeed uint64         `json:"suite_seed"`
 	Limits    sandbox.Limits `json:"limits"`
+	// Budget refuses programs whose estimated cost exceeds it (0: none).
+	Budget float64 `json:"budget"`
 }
 
 // Validate checks the request.
@@ -33,6 +37,13 @@ func (r ExecuteRequest) Validate() error {
 	}
 	if err := r.Limits.Check(); err != nil {
 		return fmt.Errorf("limits: %w", err)
+	}
+	return checkBudget(r.Budget)
+}
+
+func checkBudget(b float64) error {
+	if math.IsNaN(b) || math.IsInf(b, 0) || b < 0 {
+		return fmt.Errorf("budget %v: want finite and >= 0", b)
 	}
 	return nil
 }
@@ -85,7 +96,7 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if err != nil {
 		return ExecuteResponse{}, invalid(err)
 	}
-	res, err := a.run(ctx, task, t.Program, ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits)
+	res, err := a.run(ctx, task, t.Program, ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
 	if err != nil {
 		return ExecuteResponse{}, fmt.Errorf("execute %s: %w", req.key(), err)
 	}
@@ -97,9 +108,15 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 }
 
 // run executes one program of a task in the sandbox, heartbeating while it
-// runs.
-func (a *Activities) run(ctx context.Context, task *suite.Task, prog string, execSeed uint64, limits sandbox.Limits) (executor.Result, error) {
+// runs. A program whose estimated cost exceeds budget (> 0) is scored as a
+// timeout without running (grpoloop.OverBudget), the same on every machine.
+func (a *Activities) run(ctx context.Context, task *suite.Task, prog string, execSeed uint64, limits sandbox.Limits,
+	budget float64) (executor.Result, error) {
 	job := &executor.Job{TaskID: task.ID, Program: prog, Data: task.Data, Leaderboard: task.Leaderboard, Seed: execSeed}
+	if est, over := grpoloop.OverBudget(job, budget); over {
+		return executor.Failed(executor.StatusTimeout,
+			fmt.Sprintf("estimated cost %.3g work units exceeds the budget of %.3g", est, budget)), nil
+	}
 	sreq, err := sandbox.NewRequest(job, limits)
 	if err != nil {
 		return executor.Result{}, err

@@ -1,36 +1,295 @@
-// Command wmrl-worker serves wmrl's Temporal task queues.
+// Command wmrl-worker serves wmrl's Temporal task queues: the workflows and
+// control activities (queue control), generation (rollout), world-model
+// scoring (worldmodel), real executions (sandbox) and policy updates (gpu).
+// --queues chooses which of them a process serves, so sandbox and GPU
+// workers can run on other machines; by default it serves all of them.
 //
-// The durable orchestration (workflows, activities, task queues) is not
-// built yet; until it is, the worker validates its flags and says so.
+// Every dependency is created once, here: the Postgres store, the suite
+// cache, the world model, the sandbox and the logger. The database must be
+// migrated (`wmrl migrate`) before the first run.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+	"github.com/wmrl/wmrl/workflows"
 )
 
-var knownQueues = []string{"control", "rollout", "worldmodel", "sandbox", "gpu"}
-
-func main() {
-	queues := flag.String("queues", strings.Join(knownQueues, ","), "comma-separated task queues to serve")
-	flag.Parse()
-	for _, q := range strings.Split(*queues, ",") {
-		if !isKnown(q) {
-			fmt.Fprintf(os.Stderr, "wmrl-worker: --queues: unknown queue %q (known: %s)\n", q, strings.Join(knownQueues, ", "))
-			os.Exit(2)
-		}
-	}
-	fmt.Fprintln(os.Stderr, "wmrl-worker: the Temporal worker is not available in this build yet (training runs land with the orchestration work)")
-	os.Exit(1)
+// options are the worker's settings, from flags with environment defaults.
+type options struct {
+	address, namespace string
+	databaseURL        string
+	dataDir            string
+	suiteSeed          uint64
+	sandboxKind        string
+	executor           string
+	worldModel         string
+	queues             []string
+	debug              bool
 }
 
-func isKnown(q string) bool {
-	for _, k := range knownQueues {
-		if q == k {
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "wmrl")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "wmrl")
+	}
+	return "wmrl-data"
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("wmrl-worker", flag.ContinueOnError)
+	fs.StringVar(&o.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend address ($TEMPORAL_ADDRESS)")
+	fs.StringVar(&o.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace ($TEMPORAL_NAMESPACE)")
+	fs.StringVar(&o.databaseURL, "database-url", envOr("WMRL_DATABASE_URL", store.DefaultDSN), "Postgres DSN ($WMRL_DATABASE_URL)")
+	fs.StringVar(&o.dataDir, "data-dir", envOr("WMRL_DATA_DIR", defaultDataDir()),
+		"directory of checkpoints and fused batches, shared by all workers ($WMRL_DATA_DIR)")
+	seedText := fs.String("suite-seed", strconv.FormatUint(suite.DefaultSeed, 10), "suite seed to load at start (others load on first use)")
+	fs.StringVar(&o.sandboxKind, "sandbox", envOr("WMRL_SANDBOX", runconfig.SandboxAuto),
+		"sandbox for real executions: docker, process or auto (docker when an engine answers) ($WMRL_SANDBOX)")
+	fs.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary, or on the PATH)")
+	fs.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
+	queues := fs.String("queues", strings.Join(workflows.QueueNames(), ","), "comma-separated task queues to serve")
+	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if o.suiteSeed, err = strconv.ParseUint(*seedText, 10, 64); err != nil {
+		return o, fmt.Errorf("--suite-seed: %w", err)
+	}
+	switch o.sandboxKind {
+	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
+	default:
+		return o, fmt.Errorf("--sandbox: %q is not docker, process or auto", o.sandboxKind)
+	}
+	seen := map[string]bool{}
+	for _, q := range strings.Split(*queues, ",") {
+		q = strings.TrimSpace(q)
+		if _, err := workflows.Queue(q); err != nil {
+			return o, fmt.Errorf("--queues: %w", err)
+		}
+		if !seen[q] {
+			seen[q] = true
+			o.queues = append(o.queues, q)
+		}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wmrl-worker:", err)
+		os.Exit(2)
+	}
+	logger, err := newLogger(o.debug)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wmrl-worker:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, logger); err != nil {
+		logger.Error("worker stopped", zap.Error(err))
+		logger.Sync()
+		os.Exit(1)
+	}
+	logger.Sync()
+}
+
+func newLogger(debug bool) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	cfg.Encoding = "console"
+	cfg.EncoderConfig = zap.NewDevelopmentEncoderConfig()
+	if debug {
+		cfg.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	}
+	return cfg.Build()
+}
+
+func serves(o options, q string) bool {
+	for _, x := range o.queues {
+		if x == q {
 			return true
 		}
 	}
 	return false
+}
+
+// run creates every dependency once, starts one worker per served queue and
+// blocks until ctx is cancelled (SIGINT, SIGTERM), then stops the workers,
+// letting running activities finish within their stop timeout.
+func run(ctx context.Context, o options, logger *zap.Logger) error {
+	acts := &activities.Activities{Logger: logger, DataDir: o.dataDir}
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := store.Open(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	acts.Store = st
+	acts.Suites = &activities.SuiteCache{Load: suite.Load}
+
+	// Every queue's activities read tasks; the first build of a suite takes
+	// a minute of CPU, so it happens before the worker takes work.
+	logger.Info("loading suite", zap.Uint64("suite_seed", o.suiteSeed))
+	if _, err := acts.Suites.Suite(ctx, o.suiteSeed); err != nil {
+		return err
+	}
+	if serves(o, "worldmodel") {
+		wm, err := loadWorldModel(o.worldModel)
+		if err != nil {
+			return err
+		}
+		acts.WorldModel = wm
+	}
+	if serves(o, "sandbox") {
+		sb, closeSB, err := openSandbox(ctx, o, logger)
+		if err != nil {
+			return err
+		}
+		defer closeSB()
+		acts.Sandbox = sb
+	}
+
+	c, err := client.Dial(client.Options{
+		HostPort:  o.address,
+		Namespace: o.namespace,
+		Logger:    newZapLogger(logger),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
+	}
+	defer c.Close()
+
+	var workers []worker.Worker
+	for _, name := range o.queues {
+		q, _ := workflows.Queue(name)
+		w := worker.New(c, q, worker.Options{WorkerStopTimeout: 30 * time.Second})
+		if name == "control" {
+			w.RegisterWorkflowWithOptions(workflows.TrainingRun, workflow.RegisterOptions{Name: "TrainingRun"})
+			w.RegisterWorkflowWithOptions(workflows.TrainingStep, workflow.RegisterOptions{Name: "TrainingStep"})
+		}
+		// Every queue registers the whole struct: an activity runs only
+		// where the workflow schedules it, and the struct is shared.
+		w.RegisterActivity(acts)
+		if err := w.Start(); err != nil {
+			for _, s := range workers {
+				s.Stop()
+			}
+			return fmt.Errorf("start worker on %s: %w", q, err)
+		}
+		workers = append(workers, w)
+		logger.Info("serving", zap.String("queue", q))
+	}
+	logger.Info("worker ready", zap.String("address", o.address), zap.String("namespace", o.namespace),
+		zap.Strings("queues", o.queues), zap.String("data_dir", o.dataDir))
+	<-ctx.Done()
+	logger.Info("stopping")
+	for _, w := range workers {
+		w.Stop()
+	}
+	return nil
+}
+
+func loadWorldModel(path string) (*worldmodel.Model, error) {
+	if path == "" {
+		return worldmodel.Default()
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("world model: %w", err)
+	}
+	m, err := worldmodel.Load(b)
+	if err != nil {
+		return nil, fmt.Errorf("world model %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// openSandbox opens the configured sandbox; auto tries Docker and falls back
+// to the process sandbox when no engine answers. A Docker sandbox first
+// removes containers leaked by crashed workers.
+func openSandbox(ctx context.Context, o options, logger *zap.Logger) (sandbox.Sandbox, func() error, error) {
+	bin, err := sandbox.FindExecutor(o.executor)
+	if err != nil {
+		return nil, nil, err
+	}
+	kind := o.sandboxKind
+	if kind == runconfig.SandboxAuto {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		sb, closeSB, err := sandbox.Open(pctx, sandbox.KindDocker, bin)
+		cancel()
+		if err == nil {
+			cleanup(ctx, sb, logger)
+			logger.Info("sandbox", zap.String("kind", sandbox.KindDocker))
+			return sb, closeSB, nil
+		}
+		logger.Info("no docker engine, using the process sandbox", zap.Error(err))
+		kind = sandbox.KindProcess
+	}
+	sb, closeSB, err := sandbox.Open(ctx, kind, bin)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup(ctx, sb, logger)
+	logger.Info("sandbox", zap.String("kind", kind), zap.String("executor", bin))
+	return sb, closeSB, nil
+}
+
+// cleanup removes leftovers of crashed workers when the sandbox can.
+func cleanup(ctx context.Context, sb sandbox.Sandbox, logger *zap.Logger) {
+	c, ok := sb.(interface {
+		Cleanup(context.Context) (int, error)
+	})
+	if !ok {
+		return
+	}
+	n, err := c.Cleanup(ctx)
+	if err != nil {
+		logger.Warn("sandbox cleanup", zap.Error(err))
+		return
+	}
+	if n > 0 {
+		logger.Info("removed leaked sandbox containers", zap.Int("count", n))
+	}
 }

@@ -297,7 +297,7 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
 		return workflow.ExecuteActivity(ev, a.Evaluate, activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
-			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits})
+			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
 	}, func(i int, f workflow.Future) error {
 		err := f.Get(ctx, nil)
 		var app *temporal.ApplicationError

@@ -127,7 +127,7 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 	err = forEach(ctx, len(execs), cfg.Parallelism, func(i int) workflow.Future {
 		return workflow.ExecuteActivity(sb, a.Execute, activities.ExecuteRequest{
 			RunID: in.RunID, Step: in.Step, Group: execGroups[i/n], Sample: i % n,
-			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits})
+			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
 	}, func(i int, f workflow.Future) error {
 		err := f.Get(ctx, &execs[i])
 		var app *temporal.ApplicationError

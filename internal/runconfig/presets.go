@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/wmrl/wmrl/internal/debias"
+	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -31,11 +32,13 @@ func Default() Config {
 		Eval:      Eval{Every: 20, Samples: 8, Tasks: 0},
 
 		ContinueAsNewEvery: 50,
-		// The deadline is generous on purpose: a program of the built-in
-		// suite takes well under a few seconds, so a deadline kill (which
-		// depends on the machine's load and would make a step's outcome
-		// depend on timing) only ends programs that are truly stuck.
-		Sandbox:     Sandbox{Kind: SandboxAuto, MemoryMB: 512, DeadlineSeconds: 120, CPUs: 1},
+		// A deadline kill depends on the machine's speed and load and would
+		// make a step's outcome depend on timing, so programs are refused
+		// up front by a static cost budget (the same on every machine) and
+		// the deadline is a generous safety net for programs that are
+		// truly stuck.
+		Sandbox: Sandbox{Kind: SandboxAuto, MemoryMB: 512, DeadlineSeconds: grpoloop.DefaultDeadlineSeconds, CPUs: 1,
+			Budget: grpoloop.DefaultBudget},
 		Parallelism: 16,
 	}
 }

@@ -117,6 +117,11 @@ type Sandbox struct {
 	MemoryMB        int     `yaml:"memory_mb" json:"memory_mb"`
 	DeadlineSeconds float64 `yaml:"deadline_seconds" json:"deadline_seconds"`
 	CPUs            float64 `yaml:"cpus" json:"cpus"`
+	// Budget is the largest estimated cost (tabular.EstimateCost work
+	// units) a program may have to be run; a dearer one is scored as a
+	// timeout without running, the same way on every machine. 0 turns the
+	// budget off.
+	Budget float64 `yaml:"budget" json:"budget"`
 }
 
 // Limits returns the sandbox limits of one execution.
@@ -328,6 +333,12 @@ func (c Config) Validate() error {
 		func() error {
 			if !finite(c.Sandbox.CPUs) || c.Sandbox.CPUs <= 0 || c.Sandbox.CPUs > 1024 {
 				return bad("sandbox.cpus", "must be in (0,1024], got %v", c.Sandbox.CPUs)
+			}
+			return nil
+		},
+		func() error {
+			if !finite(c.Sandbox.Budget) || c.Sandbox.Budget < 0 {
+				return bad("sandbox.budget", "must be a finite number >= 0, got %v", c.Sandbox.Budget)
 			}
 			return nil
 		},

@@ -109,6 +109,7 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Sandbox.MemoryMB = 8 }, "sandbox.memory_mb:"},
 		{func(c *Config) { c.Sandbox.DeadlineSeconds = 0 }, "sandbox.deadline_seconds:"},
 		{func(c *Config) { c.Sandbox.CPUs = 0 }, "sandbox.cpus:"},
+		{func(c *Config) { c.Sandbox.Budget = -1 }, "sandbox.budget:"},
 		{func(c *Config) { c.Parallelism = 0 }, "parallelism:"},
 	}
 	for _, tt := range tests {
