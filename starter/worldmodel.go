@@ -239,19 +239,11 @@ and the cost of a prediction against that of an execution.`,
 }
 
 func loadModel(path string) (*worldmodel.Model, string, error) {
+	m, err := worldmodel.LoadFile(path)
 	if path == "" {
-		m, err := worldmodel.Default()
-		return m, "default", err
+		path = "default"
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("read world model: %w", err)
-	}
-	m, err := worldmodel.Load(b)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", path, err)
-	}
-	return m, path, nil
+	return m, path, err
 }
 
 // predictCost measures the mean wall time of one prediction (parse-free:

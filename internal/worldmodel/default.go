@@ -3,6 +3,8 @@ package worldmodel
 import (
 	"context"
 	_ "embed"
+	"fmt"
+	"os"
 
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -20,6 +22,23 @@ var defaultArtefact []byte
 
 // Default loads the stored world model (checked like any artefact).
 func Default() (*Model, error) { return Load(defaultArtefact) }
+
+// LoadFile loads an artefact from a file (see Load); "" means the stored
+// model (Default).
+func LoadFile(path string) (*Model, error) {
+	if path == "" {
+		return Default()
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read world model: %w", err)
+	}
+	m, err := Load(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
 
 // DefaultArtefact returns a copy of the stored artefact's bytes.
 func DefaultArtefact() []byte { return append([]byte(nil), defaultArtefact...) }

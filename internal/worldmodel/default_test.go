@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -112,5 +113,22 @@ func TestDefaultArtefactReproduces(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Fatalf("refit differs from default.json (suite hash now %s, stored model's %s)", s.Hash, stored.Fit.SuiteHash)
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	if _, err := LoadFile(""); err != nil {
+		t.Fatalf(`LoadFile("") = %v, want the stored model`, err)
+	}
+	dir := t.TempDir()
+	if _, err := LoadFile(dir + "/none.json"); err == nil {
+		t.Fatal("LoadFile of a missing file succeeded")
+	}
+	path := dir + "/wm.json"
+	if err := os.WriteFile(path, DefaultArtefact()[:100], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("LoadFile of a truncated artefact: %v, want an error naming the file", err)
 	}
 }
