@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: Go benchmarks of wmrl's hot paths, then isotonic.Fit side by
 # side with scikit-learn's IsotonicRegression(out_of_bounds="clip").fit on the
-# same data (internal/bench/isobench), failing if predictions differ by > 1e-9.
+# same data (internal/bench/isobench), failing if predictions differ by > 1e-9,
+# then the cost of one execution against one world-model prediction.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -28,4 +29,18 @@ go test -run '^$' -bench . -benchmem ./internal/... || status=$?
 echo
 echo "== isotonic.Fit vs scikit-learn"
 go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@" || status=$?
+
+# Execution vs world model (internal/bench/execbench): the median cost of one
+# real execution per model family on suite tasks, in-process and through the
+# process sandbox (a freshly built static executor), against one world-model
+# prediction on the same programs.
+echo
+echo "== execution vs world model"
+exe_dir=$(mktemp -d)
+trap 'rm -rf "$exe_dir"' EXIT
+if CGO_ENABLED=0 go build -o "$exe_dir/wmrl-executor" ./internal/executor/wmrl-executor; then
+	go run ./internal/bench/execbench -sandbox process -executor "$exe_dir/wmrl-executor" || status=$?
+else
+	status=1
+fi
 exit "$status"

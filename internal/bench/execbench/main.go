@@ -10,6 +10,13 @@
 // wmrl-executor process or container, limits), and its wall time is
 // reported too.
 //
+// Against it, one prediction of the stored world model (worldmodel.Default)
+// on the same task and program: the card vector, parsing, features and the
+// model (timed over -wm-reps repetitions, so timer resolution does not
+// matter), and the ratio of the median execution to the median prediction,
+// per family and over the whole panel. The paper's premise is a ratio of at
+// least 1000.
+//
 //	go run ./internal/bench/execbench [-suite-seed N] [-step 4] [-sandbox process -executor bin/wmrl-executor]
 package main
 
@@ -30,6 +37,7 @@ import (
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/tabular"
+	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
 func main() {
@@ -46,6 +54,7 @@ type sample struct {
 	program   string
 	wall, cpu float64 // seconds, in-process
 	boxWall   float64 // seconds through the sandbox (0 without one)
+	predict   float64 // seconds per world-model prediction
 	estimate  float64 // work units
 	status    executor.Status
 	refused   bool
@@ -57,7 +66,11 @@ func run() error {
 	policySamples := flag.Int("policy-samples", 8, "programs sampled from the initial policy per task")
 	boxKind := flag.String("sandbox", "", "also run every program in this sandbox: process or docker (default: none)")
 	executorBin := flag.String("executor", "", "wmrl-executor binary for -sandbox (default: sandbox.FindExecutor)")
+	wmReps := flag.Int("wm-reps", 200, "world-model predictions timed together per program")
 	flag.Parse()
+	if *wmReps < 1 {
+		return fmt.Errorf("-wm-reps %d: want >= 1", *wmReps)
+	}
 	if *step < 1 {
 		return fmt.Errorf("-step %d: want >= 1", *step)
 	}
@@ -90,6 +103,10 @@ func run() error {
 		defer release()
 		box = b
 	}
+	wm, err := worldmodel.Default()
+	if err != nil {
+		return err
+	}
 	var all []sample
 	for _, t := range tasks {
 		progs := map[string][]string{}
@@ -112,6 +129,9 @@ func run() error {
 			for _, text := range texts {
 				sm, err := measure(ctx, cfg, box, t, fam, text)
 				if err != nil {
+					return err
+				}
+				if sm.predict, err = timePredict(wm, t, text, *wmReps); err != nil {
 					return err
 				}
 				all = append(all, sm)
@@ -157,6 +177,25 @@ func measure(ctx context.Context, cfg grpoloop.ExecConfig, box sandbox.Sandbox, 
 	return sm, nil
 }
 
+// timePredict returns the mean seconds of one world-model prediction of
+// text on t over reps repetitions.
+func timePredict(wm *worldmodel.Model, t *suite.Task, text string, reps int) (float64, error) {
+	var sink float64
+	start := time.Now()
+	for range reps {
+		v, err := wm.PredictText(t.Card.Vector(), text)
+		if err != nil {
+			return 0, fmt.Errorf("world model on %s %q: %w", t.ID, text, err)
+		}
+		sink += v
+	}
+	el := time.Since(start).Seconds() / float64(reps)
+	if sink < 0 { // keeps the loop's work observable; predictions are >= 0
+		return 0, fmt.Errorf("negative prediction")
+	}
+	return el, nil
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -172,10 +211,10 @@ func median(xs []float64) float64 {
 func report(all []sample) error {
 	fams := append(program.Models(), "policy")
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "family\texecutions\trefused\twall ms (median)\tCPU ms (median)\tns per work unit (median)\tsandbox wall ms (median)\t")
-	var walls, cpus, rates, boxes []float64
+	fmt.Fprintln(w, "family\texecutions\trefused\twall ms (median)\tCPU ms (median)\tns per work unit (median)\tsandbox wall ms (median)\tWM predict µs (median)\texec/WM\tsandbox/WM\t")
+	var walls, cpus, rates, boxes, preds []float64
 	for _, fam := range fams {
-		var wl, cp, rt, bx []float64
+		var wl, cp, rt, bx, pr []float64
 		refused := 0
 		for _, sm := range all {
 			if sm.family != fam {
@@ -186,6 +225,7 @@ func report(all []sample) error {
 				continue
 			}
 			wl = append(wl, sm.wall*1e3)
+			pr = append(pr, sm.predict*1e3)
 			if sm.boxWall > 0 {
 				bx = append(bx, sm.boxWall*1e3)
 			}
@@ -198,14 +238,18 @@ func report(all []sample) error {
 			continue
 		}
 		if fam != "policy" {
-			walls, cpus, rates, boxes = append(walls, wl...), append(cpus, cp...), append(rates, rt...), append(boxes, bx...)
+			walls, cpus, rates, boxes, preds = append(walls, wl...), append(cpus, cp...), append(rates, rt...), append(boxes, bx...), append(preds, pr...)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%.2f\t%s\t\n", fam, len(wl), refused, median(wl), median(cp), median(rt), ms(bx))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.3f\t%.3f\t%.2f\t%s\t%.2f\t%s\t%s\t\n", fam, len(wl), refused, median(wl), median(cp), median(rt), ms(bx),
+			median(pr)*1e3, ratio(wl, pr), ratio(bx, pr))
 	}
-	fmt.Fprintf(w, "panel (all families)\t%d\t\t%.3f\t%.3f\t%.2f\t%s\t\n", len(walls), median(walls), median(cpus), median(rates), ms(boxes))
+	fmt.Fprintf(w, "panel (all families)\t%d\t\t%.3f\t%.3f\t%.2f\t%s\t%.2f\t%s\t%s\t\n", len(walls), median(walls), median(cpus), median(rates), ms(boxes),
+		median(preds)*1e3, ratio(walls, preds), ratio(boxes, preds))
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	fmt.Printf("panel means: execution %.3f ms in-process, %s ms in the sandbox; prediction %.2f µs; exec/WM %s, sandbox/WM %s\n",
+		mean(walls), meanText(boxes), mean(preds)*1e3, meanRatio(walls, preds), meanRatio(boxes, preds))
 	var panelMax float64
 	for _, sm := range all {
 		if sm.family != "policy" {
@@ -217,6 +261,39 @@ func report(all []sample) error {
 	fmt.Printf("slowest: %s on %s: %.1f ms (estimate %.3g units)\n", slowest.program, slowest.task.ID,
 		slowest.wall*1e3, slowest.estimate)
 	return nil
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func meanText(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", mean(xs))
+}
+
+func meanRatio(num, den []float64) string {
+	if len(num) == 0 || len(den) == 0 || mean(den) <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fx", mean(num)/mean(den))
+}
+
+// ratio formats median(num)/median(den) as a multiple, or "-".
+func ratio(num, den []float64) string {
+	if len(num) == 0 || len(den) == 0 || median(den) <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fx", median(num)/median(den))
 }
 
 // ms formats the median of xs, or "-" when there are none.
