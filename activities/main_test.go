@@ -1,0 +1,24 @@
+package activities
+
+import (
+	"testing"
+
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// newTestActivities returns Activities on a fresh database, the small test
+// suite, the default world model and an in-process sandbox.
+func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
+	t.Helper()
+	s := testenv.FreshStore(t)
+	if _, err := testenv.SmallSuite(); err != nil {
+		t.Fatal(err)
+	}
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &testenv.InProcess{}
+	return &Activities{Store: s, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: t.TempDir()}, sb
+}

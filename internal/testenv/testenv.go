@@ -1,0 +1,167 @@
+// Package testenv gives tests of the orchestration a real environment on
+// one machine: a fresh migrated Postgres database per test, a small
+// built-in suite that generates in about a second, and an in-process
+// sandbox that really executes programs (without isolation).
+//
+// Postgres is WMRL_TEST_DATABASE_URL or the local cluster's socket; when it
+// does not answer, tests skip, except in CI (CI or WMRL_TEST_DATABASE_URL
+// set), where they fail.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+)
+
+// DefaultAdminDSN is the maintenance database of the local cluster.
+const DefaultAdminDSN = "host=/var/run/postgresql user=postgres dbname=postgres"
+
+// AdminDSN returns WMRL_TEST_DATABASE_URL or DefaultAdminDSN.
+func AdminDSN() string {
+	if d := os.Getenv("WMRL_TEST_DATABASE_URL"); d != "" {
+		return d
+	}
+	return DefaultAdminDSN
+}
+
+// FreshStore returns a store on a new migrated database, dropped when the
+// test ends.
+func FreshStore(t testing.TB) *store.Store {
+	t.Helper()
+	ctx := t.Context()
+	admin := AdminDSN()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("WMRL_TEST_DATABASE_URL") != "" {
+			t.Fatalf("postgres unusable at %q: %v", admin, err)
+		}
+		t.Skipf("postgres unusable at %q (%v): start it with deploy/postgres.sh", admin, err)
+	}
+	name := fmt.Sprintf("wmrl_test_%d_%08x", os.Getpid(), rand.Uint32())
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	s, err := store.Open(ctx, withDatabase(admin, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func withDatabase(dsn, db string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		head, query, _ := strings.Cut(dsn, "?")
+		i := strings.LastIndex(head, "/")
+		if i > len("postgresql://") {
+			head = head[:i]
+		}
+		if query != "" {
+			return head + "/" + db + "?" + query
+		}
+		return head + "/" + db
+	}
+	return dsn + " dbname=" + db // a later keyword wins
+}
+
+// SuiteSeed names the small test suite.
+const SuiteSeed = 7
+
+// smallSuite is built once per test binary.
+var smallSuite = sync.OnceValues(func() (*suite.Suite, error) {
+	o := suite.DefaultOptions(SuiteSeed)
+	o.Train, o.HeldOut = 4, 2
+	o.MinRows, o.MaxRows = 150, 250
+	o.MaxFeatures = 6
+	o.PanelSize = 6
+	return suite.Generate(context.Background(), o)
+})
+
+// SmallSuite returns the small test suite: 4 training and 2 held-out tasks
+// of 150 to 250 rows and at most 6 features, leaderboards of 6 programs.
+func SmallSuite() (*suite.Suite, error) { return smallSuite() }
+
+// Suites serves SmallSuite for SuiteSeed (it satisfies activities.Suites).
+type Suites struct{}
+
+// Suite returns the small suite, or an error for any other seed.
+func (Suites) Suite(ctx context.Context, seed uint64) (*suite.Suite, error) {
+	if seed != SuiteSeed {
+		return nil, fmt.Errorf("no suite %d in tests (want %d)", seed, SuiteSeed)
+	}
+	return smallSuite()
+}
+
+// InProcess is a sandbox that runs the executor in this process: real
+// executions without isolation. It counts its executions and can be told to
+// fail like a broken sandbox daemon.
+type InProcess struct {
+	mu    sync.Mutex
+	runs  int
+	fails int
+}
+
+var _ sandbox.Sandbox = (*InProcess)(nil)
+
+// FailNext makes the next n executions fail with a sandbox error.
+func (p *InProcess) FailNext(n int) {
+	p.mu.Lock()
+	p.fails = n
+	p.mu.Unlock()
+}
+
+// Runs returns the number of executions run so far.
+func (p *InProcess) Runs() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runs
+}
+
+// Execute decodes the job and runs executor.Run on it.
+func (p *InProcess) Execute(ctx context.Context, req sandbox.Request) (executor.Result, error) {
+	p.mu.Lock()
+	if p.fails > 0 {
+		p.fails--
+		p.mu.Unlock()
+		return executor.Result{}, fmt.Errorf("sandbox down")
+	}
+	p.runs++
+	p.mu.Unlock()
+	job, err := executor.DecodeJob(bytes.NewReader(req.Job))
+	if err != nil {
+		return executor.Result{}, err
+	}
+	return executor.Run(ctx, job)
+}
