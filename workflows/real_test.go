@@ -1,0 +1,131 @@
+package workflows
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// These tests run TrainingRun in the test environment with the real
+// activities: Postgres, the small test suite, the default world model and
+// real (in-process) executions.
+
+func realActivities(t *testing.T, st *store.Store, sb *testenv.InProcess, dataDir string) *activities.Activities {
+	t.Helper()
+	if _, err := testenv.SmallSuite(); err != nil {
+		t.Fatal(err)
+	}
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &activities.Activities{Store: st, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: dataDir}
+}
+
+// runToEnd runs a run through its continue-as-new segments and returns its
+// result and the number of segments.
+func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, int) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	for seg := 1; seg <= 20; seg++ {
+		env := newEnv(t, &s)
+		env.SetTestTimeout(2 * time.Minute)
+		env.RegisterActivity(a)
+		env.ExecuteWorkflow(TrainingRun, in)
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			in = decodeContinueAsNew(t, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res, seg
+	}
+	t.Fatal("run did not end in 20 segments")
+	return RunResult{}, 0
+}
+
+func TestRealRun(t *testing.T) {
+	for _, m := range []mode.Mode{mode.WMRL, mode.GRPO, mode.WM} {
+		t.Run(string(m), func(t *testing.T) {
+			st := testenv.FreshStore(t)
+			sb := &testenv.InProcess{}
+			a := realActivities(t, st, sb, t.TempDir())
+			cfg := tiny(t, m)
+			cfg.SuiteSeed = testenv.SuiteSeed
+			res, segs := runToEnd(t, a, RunInput{RunID: "real-" + string(m), Config: cfg})
+			if res.Steps != cfg.Steps || segs != 2 || res.HeldOut == nil || res.HeldOut.Tasks != cfg.Eval.Tasks {
+				t.Fatalf("result %+v after %d segments", res, segs)
+			}
+			ctx := t.Context()
+			c, err := st.Count(ctx, res.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			G, n := cfg.Groups, cfg.Samples
+			wantExec := map[mode.Mode]int{mode.GRPO: cfg.Steps * G * n, mode.WM: 0, mode.WMRL: cfg.Steps * 1 * n}[m]
+			wantPairs := map[mode.Mode]int{mode.GRPO: 0, mode.WM: 0, mode.WMRL: wantExec}[m]
+			if c.Steps != cfg.Steps || c.Trajectories != cfg.Steps*G*n || c.Executed != wantExec ||
+				c.AnchorPairs != wantPairs || c.Checkpoints != cfg.Steps+1 || c.Evaluations != cfg.Eval.Tasks*cfg.Eval.Samples {
+				t.Fatalf("counts %+v (executed want %d, pairs want %d)", c, wantExec, wantPairs)
+			}
+			if sb.Runs() != wantExec+cfg.Eval.Tasks*cfg.Eval.Samples {
+				t.Fatalf("sandbox ran %d times, want %d training + %d held-out", sb.Runs(), wantExec, cfg.Eval.Tasks*cfg.Eval.Samples)
+			}
+			cps, err := st.Checkpoints(ctx, res.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v, cp := range cps {
+				if cp.Version != v {
+					t.Fatalf("checkpoint versions not contiguous: %+v", cps)
+				}
+			}
+			if cps[len(cps)-1].Hash != res.Checkpoint.Hash {
+				t.Fatalf("final checkpoint %+v, result says %+v", cps[len(cps)-1], res.Checkpoint)
+			}
+		})
+	}
+}
+
+// TestRealRunDeterministic runs the same seed twice, the second time with a
+// sandbox that fails now and then (retried): the final checkpoints are
+// identical.
+func TestRealRunDeterministic(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	a1 := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	r1, _ := runToEnd(t, a1, RunInput{RunID: "det-1", Config: cfg})
+	flaky := &testenv.InProcess{}
+	flaky.FailNext(2)
+	a2 := realActivities(t, st, flaky, t.TempDir())
+	r2, _ := runToEnd(t, a2, RunInput{RunID: "det-2", Config: cfg})
+	if r1.Checkpoint.Hash != r2.Checkpoint.Hash || r1.Checkpoint.Version != r2.Checkpoint.Version {
+		t.Fatalf("same seed, different final checkpoints: %+v and %+v", r1.Checkpoint, r2.Checkpoint)
+	}
+	if *r1.HeldOut != *r2.HeldOut {
+		t.Fatalf("held-out scores differ: %+v and %+v", r1.HeldOut, r2.HeldOut)
+	}
+	// A different seed trains a different policy.
+	cfg.Seed++
+	r3, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "det-3", Config: cfg})
+	if r3.Checkpoint.Hash == r1.Checkpoint.Hash {
+		t.Fatal("different seeds gave the same checkpoint")
+	}
+}
