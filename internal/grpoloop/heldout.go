@@ -82,7 +82,7 @@ func HeldOut(ctx context.Context, s *suite.Suite, p *policy.Policy, taskIDs []st
 		ts := TaskScore{TaskID: id, Programs: make([]string, k), Positions: make([]float64, k)}
 		for i := range k {
 			sd := HeldOutSeed(cfg.Seed, id, i)
-			tr, err := sampleProgram(p, card, sd)
+			tr, err := SampleProgram(p, card, sd)
 			if err != nil {
 				return HeldOutResult{}, fmt.Errorf("held-out score: task %s sample %d: %w", id, i, err)
 			}

@@ -138,7 +138,7 @@ func (l *Loop) Step(ctx context.Context) (StepResult, error) {
 		t := l.tasks[ti]
 		for si := range n {
 			sd := policy.SampleSeed(l.cfg.Seed, l.step, uint64(gi), uint64(si))
-			tr, err := sampleProgram(l.pol, l.cards[ti], sd)
+			tr, err := SampleProgram(l.pol, l.cards[ti], sd)
 			if err != nil {
 				return StepResult{}, fmt.Errorf("step %d group %d sample %d: %w", l.step, gi, si, err)
 			}
@@ -194,8 +194,10 @@ const execTag = "wmrl/grpoloop/exec"
 // seed sd (it drives random features and the like).
 func ExecSeed(sd uint64) uint64 { return seed.Derive(seed.String(execTag), sd) }
 
-// sampleProgram draws one program for card with seed sd.
-func sampleProgram(p *policy.Policy, card []float64, sd uint64) (Trajectory, error) {
+// SampleProgram draws one program from p for a task with card vector card
+// and sample seed sd: the tokens, their log-probability and the decoded
+// program text (the other fields of the Trajectory are left zero).
+func SampleProgram(p *policy.Policy, card []float64, sd uint64) (Trajectory, error) {
 	smp, err := p.Sample(card, sd)
 	if err != nil {
 		return Trajectory{}, err
