@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/wmrl/wmrl/internal/isotonic"
 	"github.com/wmrl/wmrl/internal/suite"
 )
 
@@ -39,6 +40,20 @@ type Report struct {
 	// Calibration is the binned curve: r_wm cut into equal-width bins on
 	// [0, 1]; empty bins are left out.
 	Calibration []Bin `json:"calibration"`
+	// AfterIsotonic is what a monotone recalibration of r_wm removes: the
+	// same statistics after an isotonic map fitted on the other half of the
+	// tasks (two folds: tasks in even and odd order of appearance), the
+	// correction wmrl's debiasing makes from anchor pairs. Nil with fewer
+	// than two tasks.
+	AfterIsotonic *Recalibrated `json:"after_isotonic,omitempty"`
+}
+
+// Recalibrated are a report's statistics after recalibration.
+type Recalibrated struct {
+	SpearmanWithinGroup float64 `json:"spearman_within_group"`
+	MeanBias            float64 `json:"mean_bias"`
+	RMSE                float64 `json:"rmse"`
+	CalibrationError    float64 `json:"calibration_error"`
 }
 
 // Bin is one point of the calibration curve.
@@ -61,6 +76,56 @@ func Summarize(group []string, wm, env []float64, bins int) Report {
 	if bins < 1 {
 		bins = DefaultBins
 	}
+	r := summarize(group, wm, env, bins)
+	if cal, ok := crossCalibrate(group, wm, env); ok {
+		c := summarize(group, cal, env, bins)
+		r.AfterIsotonic = &Recalibrated{
+			SpearmanWithinGroup: c.SpearmanWithinGroup,
+			MeanBias:            c.MeanBias,
+			RMSE:                c.RMSE,
+			CalibrationError:    c.CalibrationError,
+		}
+	}
+	return r
+}
+
+// crossCalibrate replaces every prediction by an isotonic map of it fitted
+// on the pairs of the other fold of tasks (tasks alternate between two
+// folds in order of first appearance). ok is false with fewer than two
+// tasks.
+func crossCalibrate(group []string, wm, env []float64) ([]float64, bool) {
+	order, members := groupIndex(group)
+	if len(order) < 2 {
+		return nil, false
+	}
+	fold := make([]int, len(wm))
+	for k, g := range order {
+		for _, i := range members[g] {
+			fold[i] = k % 2
+		}
+	}
+	out := make([]float64, len(wm))
+	for f := range 2 {
+		var x, y []float64
+		for i := range wm {
+			if fold[i] != f {
+				x, y = append(x, wm[i]), append(y, env[i])
+			}
+		}
+		m, err := isotonic.Fit(x, y, nil)
+		if err != nil {
+			return nil, false // non-finite input: no recalibration to report
+		}
+		for i := range wm {
+			if fold[i] == f {
+				out[i] = m.Apply(wm[i])
+			}
+		}
+	}
+	return out, true
+}
+
+func summarize(group []string, wm, env []float64, bins int) Report {
 	r := Report{Samples: len(wm)}
 	if len(wm) == 0 {
 		return r

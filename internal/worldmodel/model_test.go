@@ -221,3 +221,35 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("calibration error %v, want %v", r.CalibrationError, wantECE)
 	}
 }
+
+// TestSummarizeAfterIsotonic: predictions that are a monotone distortion of
+// the truth (biased and compressed) are mostly repaired by the cross-fitted
+// isotonic map, and their within-group order is kept.
+func TestSummarizeAfterIsotonic(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	var group []string
+	var wm, env []float64
+	for g := range 8 {
+		for range 40 {
+			y := r.Float64()
+			group = append(group, string(rune('a'+g)))
+			env = append(env, y)
+			wm = append(wm, 0.3+0.2*y*y) // biased low at the top, compressed, non-affine
+		}
+	}
+	rep := Summarize(group, wm, env, 10)
+	a := rep.AfterIsotonic
+	if a == nil {
+		t.Fatal("no after-isotonic statistics")
+	}
+	if math.Abs(rep.MeanBias) < 0.05 || math.Abs(a.MeanBias) > 0.02 || a.CalibrationError > rep.CalibrationError/3 {
+		t.Fatalf("bias %.4f -> %.4f, calibration error %.4f -> %.4f: want the map to remove most of both",
+			rep.MeanBias, a.MeanBias, rep.CalibrationError, a.CalibrationError)
+	}
+	if a.SpearmanWithinGroup < 0.95 {
+		t.Fatalf("within-group Spearman after the map %.3f, want the order kept (>= 0.95)", a.SpearmanWithinGroup)
+	}
+	if one := Summarize([]string{"a", "a"}, []float64{0.1, 0.2}, []float64{0.1, 0.3}, 10); one.AfterIsotonic != nil {
+		t.Fatal("after-isotonic statistics from a single task")
+	}
+}
