@@ -280,7 +280,10 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	select {
 	case <-outDone:
 	case <-time.After(d.KillGrace):
-		e.stdout.truncated = true // output never closed: not a valid result
+		// The output never closed: cut it, and it is not a valid result.
+		hj.Close()
+		<-outDone
+		e.stdout.truncated = true
 	}
 
 	info, err := d.cli.ContainerInspect(ctx, id)

@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,12 +120,25 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = p.KillGrace
 
+	// Pdeathsig fires when the thread that started the child exits; keep
+	// this goroutine on its thread until the child is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return executor.Result{}, fmt.Errorf("start executor: %w", err)
 	}
+	var peak atomic.Int64
+	stopWatch := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		watchPeak(cmd.Process.Pid, &peak, stopWatch)
+	}()
 	waitErr := cmd.Wait()
 	wall := time.Since(start)
+	close(stopWatch)
+	<-watchDone
 	// Whatever the leader did, nothing of its group outlives the execution.
 	_ = killGroup(cmd.Process.Pid)
 
@@ -138,10 +153,8 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	// deadline) or says the output pipes outlived the process.
 
 	cpu := (state.UserTime() + state.SystemTime()).Seconds()
-	e := exit{code: state.ExitCode(), stdout: stdout, stderr: stderr, limitBytes: req.Limits.MemoryBytes}
-	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
-		e.peakBytes = ru.Maxrss << 10 // kilobytes on Linux
-	}
+	e := exit{code: state.ExitCode(), stdout: stdout, stderr: stderr,
+		peakBytes: peak.Load(), limitBytes: req.Limits.MemoryBytes}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		e.signal = ws.Signal().String()
 		deadlineHit := run.Err() != nil
@@ -165,6 +178,53 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	res.CPUSeconds = cpu
 	res.WallSeconds = wall.Seconds()
 	return res, nil
+}
+
+// peakInterval is how often the process sandbox samples the executor's
+// peak resident memory.
+const peakInterval = 5 * time.Millisecond
+
+// watchPeak keeps the peak resident size (VmHWM) of process pid in peak
+// until stop is closed. The rusage of a reaped child cannot serve: its
+// ru_maxrss includes the resident size of the parent it was forked from.
+// The caller stops it before reaping pid, so the pid cannot be reused.
+func watchPeak(pid int, peak *atomic.Int64, stop <-chan struct{}) {
+	path := "/proc/" + strconv.Itoa(pid) + "/status"
+	tick := time.NewTicker(peakInterval)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			if v := statusKB(b, "VmHWM:"); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// statusKB returns the value of a "Key: N kB" line of /proc/PID/status in
+// bytes, or 0.
+func statusKB(status []byte, key string) int64 {
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(line, []byte(key))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0
+		}
+		v, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return v << 10
+	}
+	return 0
 }
 
 // killGroup sends SIGKILL to the process group led by pid.
