@@ -123,22 +123,28 @@ func newOwner() string {
 func (d *Docker) Owner() string { return d.owner }
 
 // PruneImages removes the executor images (LabelExecutor) other than this
-// sandbox's that no container uses, and returns how many it removed. An
-// image in use, or removed meanwhile by someone else, is skipped. A worker
-// calls it when it starts, after Cleanup; a sandbox whose image was pruned
-// rebuilds it.
-func (d *Docker) PruneImages(ctx context.Context) (int, error) {
+// sandbox's and those named in keep (image names or ids) that no container
+// uses, and returns how many it removed. An image in use, or removed
+// meanwhile by someone else, is skipped. A worker calls it when it starts,
+// after Cleanup; a sandbox whose image was pruned rebuilds it.
+func (d *Docker) PruneImages(ctx context.Context, keep ...string) (int, error) {
 	list, err := d.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelExecutor))})
 	if err != nil {
 		return 0, fmt.Errorf("list executor images: %w", err)
 	}
-	current, err := d.cli.ImageInspect(ctx, d.image)
-	if err != nil {
-		return 0, fmt.Errorf("inspect image %s: %w", d.image, err)
+	spare := map[string]bool{}
+	for _, name := range append([]string{d.image}, keep...) {
+		im, err := d.cli.ImageInspect(ctx, name)
+		switch {
+		case err == nil:
+			spare[im.ID] = true
+		case !cerrdefs.IsNotFound(err):
+			return 0, fmt.Errorf("inspect image %s: %w", name, err)
+		}
 	}
 	removed := 0
 	for _, im := range list {
-		if im.ID == current.ID {
+		if spare[im.ID] {
 			continue
 		}
 		_, err := d.cli.ImageRemove(ctx, im.ID, image.RemoveOptions{PruneChildren: true})

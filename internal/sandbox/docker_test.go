@@ -215,9 +215,14 @@ func TestDockerImages(t *testing.T) {
 	if err != nil || res.Status != executor.StatusOK {
 		t.Fatalf("Execute after its image was removed: %+v, %v", res, err)
 	}
-	// The fake sandbox prunes the unique image; its own stays.
+	// The fake sandbox prunes the unique image; its own and the kept real
+	// executor's stay.
 	fake := newTestDocker(t, fakeBinary)
-	if _, err := fake.PruneImages(ctx); err != nil {
+	realBin, err := os.ReadFile(realBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.PruneImages(ctx, ImageTag(realBin)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Client().ImageInspect(ctx, d.Image()); !cerrdefs.IsNotFound(err) {
