@@ -27,9 +27,13 @@
 // a gradient twice.
 //
 // Determinism. The outcome of a step depends only on the run seed and the
-// executions' results. Wall-clock deadline kills are the one thing that is
-// not reproducible across machines and loads, so the presets give the
-// sandbox a deadline far above the built-in suite's execution times: a
-// deadline only ends a program that is really stuck. With that, two runs of
-// the same seed give the same checkpoint hashes, crashed or not.
+// executions' results, and the executions' results depend only on the
+// program, the task and the execution seed, with one exception: a
+// wall-clock deadline kill, which depends on the machine's speed and load.
+// So a program whose estimated cost (tabular.EstimateCost) exceeds the run's
+// sandbox budget is scored as a timeout without running, the same way on
+// every machine (grpoloop.OverBudget), and the sandbox deadline is a
+// generous safety net far above what the budget admits. With that, two runs
+// of the same seed give the same checkpoint hashes, crashed or not; should a
+// deadline still fire, that one score is timing-dependent.
 package activities

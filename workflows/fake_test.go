@@ -158,10 +158,12 @@ func (f *fake) executedGroups(step int) []int {
 
 func newEnv(t *testing.T, s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	s.SetLogger(quietLogger())
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(TrainingRun)
 	env.RegisterWorkflow(TrainingStep)
 	env.RegisterActivity(&activities.Activities{})
 	return env
 }
+
+func quietLogger() log.Logger { return log.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
