@@ -161,6 +161,20 @@ func (c Config) FreeCapacity() int {
 // Parse reads a YAML configuration over base: fields the document omits keep
 // base's values. Unknown fields are rejected. The result is validated.
 func Parse(base Config, data []byte) (Config, error) {
+	cfg, err := Decode(base, data)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Decode reads a YAML configuration over base as Parse does, strictly, but
+// does not validate the result, so that a caller can change fields (a name
+// or seed from flags) and then report every problem at once (Problems).
+func Decode(base Config, data []byte) (Config, error) {
 	if err := checkMode(data); err != nil {
 		return Config{}, err
 	}
@@ -176,9 +190,6 @@ func Parse(base Config, data []byte) (Config, error) {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return Config{}, errors.New("config: more than one YAML document")
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
 	}
 	return cfg, nil
 }
@@ -242,7 +253,29 @@ func intIn(path string, v, lo, hi int) error {
 
 // Validate reports the first invalid field, by its path.
 func (c Config) Validate() error {
-	checks := []func() error{
+	for _, check := range c.checks() {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Problems reports every invalid field, by its path, in the order of
+// Validate's checks; nil when the configuration is valid.
+func (c Config) Problems() []error {
+	var errs []error
+	for _, check := range c.checks() {
+		if err := check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// checks returns one check per field.
+func (c Config) checks() []func() error {
+	return []func() error{
 		func() error {
 			switch {
 			case c.Name == "":
@@ -344,10 +377,4 @@ func (c Config) Validate() error {
 		},
 		func() error { return intIn("parallelism", c.Parallelism, 1, maxParallelism) },
 	}
-	for _, check := range checks {
-		if err := check(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -162,3 +162,27 @@ func TestDerivedConfigsValid(t *testing.T) {
 		t.Errorf("FreeCapacity = %d, want 3", c.FreeCapacity())
 	}
 }
+
+func TestProblemsNamesEveryField(t *testing.T) {
+	c, err := Decode(Default(), []byte("steps: 0\nanchors:\n  fraction: 1.5\nsandbox:\n  kind: vm\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.Problems() {
+		got = append(got, strings.SplitN(p.Error(), ":", 2)[0])
+	}
+	want := []string{"steps", "anchors.fraction", "sandbox.kind"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Problems() fields = %v, want %v", got, want)
+	}
+	if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "steps:") {
+		t.Errorf("Validate() = %v, want the first problem", err)
+	}
+	if ps := Default().Problems(); ps != nil {
+		t.Errorf("Default().Problems() = %v", ps)
+	}
+	if _, err := Decode(Default(), []byte("stepz: 3\n")); err == nil || !strings.Contains(err.Error(), "stepz") {
+		t.Errorf("Decode of an unknown field = %v", err)
+	}
+}
