@@ -1,0 +1,61 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestResumeRun(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	old := newRun(t, s)
+	for step := range 3 {
+		if _, err := s.InsertTrajectories(ctx, solutions(old.ID, step, 2, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordAnchorPairs(ctx, []AnchorPair{{Key: Key{old.ID, step, 0, 0}, WM: 0.5, Env: 0.25}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutCheckpoint(ctx, Checkpoint{Run: old.ID, Version: step, Hash: "h", Location: "/ckpt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := range 2 { // step 2 never completed
+		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, map[string]float64{"rho": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Checkpoint 2 (after step 1) exists; 3 does not.
+	r := old
+	r.ID, r.ResumedFrom, r.ResumedStep = old.ID+"-r", old.ID, 1
+	for range 2 {
+		if err := s.ResumeRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := count(t, s, r.ID)
+	want := Counts{Steps: 2, Trajectories: 8, AnchorPairs: 2, Checkpoints: 3}
+	if got != want {
+		t.Errorf("counts of the resumed run %+v, want %+v", got, want)
+	}
+	if last, ok, err := s.LastCompletedStep(ctx, r.ID); err != nil || !ok || last != 1 {
+		t.Errorf("LastCompletedStep = %d %v %v, want 1", last, ok, err)
+	}
+	if back, err := s.Run(ctx, r.ID); err != nil || back.ResumedFrom != old.ID || back.ResumedStep != 1 {
+		t.Errorf("Run = %+v, %v", back, err)
+	}
+
+	bad := r
+	bad.ID, bad.ResumedStep = old.ID+"-r2", 2
+	if err := s.ResumeRun(ctx, bad); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resume from an unfinished step: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Run(ctx, bad.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a refused resume stored run %s: %v", bad.ID, err)
+	}
+	other := r
+	other.ResumedStep = 0
+	if err := s.ResumeRun(ctx, other); !errors.Is(err, ErrConflict) {
+		t.Errorf("same id, other step: %v, want ErrConflict", err)
+	}
+}
