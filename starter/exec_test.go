@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/wmrl/wmrl/internal/testlock"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +62,7 @@ func TestExecCommand(t *testing.T) {
 	task := s.Tasks[0]
 	sandboxes := []string{"process"}
 	if dockerAnswers() {
+		testlock.DockerImages(t, false)
 		sandboxes = append(sandboxes, "docker")
 	} else {
 		t.Log("no Docker engine answers: exec checked with the process sandbox only")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/wmrl/wmrl/internal/testlock"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,13 @@ func newTestDocker(t *testing.T, binary string) *Docker {
 	if dockerDown != "" {
 		t.Skip(dockerDown)
 	}
+	testlock.DockerImages(t, false)
+	return openTestDocker(t, binary)
+}
+
+// openTestDocker is newTestDocker for a test that holds the image lock.
+func openTestDocker(t *testing.T, binary string) *Docker {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d, err := NewDocker(ctx, binary)
@@ -190,6 +198,9 @@ func TestDockerImages(t *testing.T) {
 	if dockerDown != "" {
 		t.Skip(dockerDown)
 	}
+	// PruneImages removes every executor image but the kept ones, also those
+	// of tests in other packages running now: wait until none is in use.
+	testlock.DockerImages(t, true)
 	// A binary of its own: fakeexec with random trailing bytes (an ELF
 	// file runs with junk appended), so no other test uses its image.
 	bin, err := os.ReadFile(fakeBinary)
@@ -203,9 +214,9 @@ func TestDockerImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(unique)
-	d := newTestDocker(t, unique)
+	d := openTestDocker(t, unique)
 	ctx := context.Background()
-	if d.Image() == newTestDocker(t, fakeBinary).Image() {
+	if d.Image() == openTestDocker(t, fakeBinary).Image() {
 		t.Fatalf("two binaries share the image %s", d.Image())
 	}
 	if _, err := d.Client().ImageRemove(ctx, d.Image(), image.RemoveOptions{Force: true}); err != nil {
@@ -217,7 +228,7 @@ func TestDockerImages(t *testing.T) {
 	}
 	// The fake sandbox prunes the unique image; its own and the kept real
 	// executor's stay.
-	fake := newTestDocker(t, fakeBinary)
+	fake := openTestDocker(t, fakeBinary)
 	realBin, err := os.ReadFile(realBinary)
 	if err != nil {
 		t.Fatal(err)
