@@ -10,6 +10,11 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 )
 
+// Timeouts bound how long the work of a killed worker waits before it is
+// retried elsewhere: short start-to-close timeouts for the short
+// activities, heartbeat timeouts for the long ones (Execute, Evaluate,
+// Update), so a lost worker costs a step well under a few minutes.
+
 // Retry policies. Infrastructure errors (database, file system, sandbox
 // daemon) are retried with backoff; invalid input never is.
 func retryForever() *temporal.RetryPolicy {
@@ -28,7 +33,7 @@ const ExecuteAttempts = 5
 func withControl(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           QueueControl,
-		StartToCloseTimeout: 5 * time.Minute,
+		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         retryForever(),
 	})
 }
@@ -36,7 +41,7 @@ func withControl(ctx workflow.Context) workflow.Context {
 func withRollout(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           QueueRollout,
-		StartToCloseTimeout: 10 * time.Minute,
+		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         retryForever(),
 	})
 }
@@ -44,7 +49,7 @@ func withRollout(ctx workflow.Context) workflow.Context {
 func withWorldModel(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           QueueWorldModel,
-		StartToCloseTimeout: 10 * time.Minute,
+		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         retryForever(),
 	})
 }
@@ -80,7 +85,7 @@ func withGPU(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           QueueGPU,
 		StartToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy:         retryForever(),
 	})
 }

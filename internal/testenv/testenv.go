@@ -42,6 +42,14 @@ func AdminDSN() string {
 // test ends.
 func FreshStore(t testing.TB) *store.Store {
 	t.Helper()
+	s, _ := FreshDB(t)
+	return s
+}
+
+// FreshDB is FreshStore that also returns the database's DSN, for processes
+// the test starts.
+func FreshDB(t testing.TB) (*store.Store, string) {
+	t.Helper()
 	ctx := t.Context()
 	admin := AdminDSN()
 	conn, err := pgx.Connect(ctx, admin)
@@ -70,7 +78,8 @@ func FreshStore(t testing.TB) *store.Store {
 			t.Errorf("drop %s: %v", name, err)
 		}
 	})
-	s, err := store.Open(ctx, withDatabase(admin, name))
+	dsn := withDatabase(admin, name)
+	s, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +87,7 @@ func FreshStore(t testing.TB) *store.Store {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, dsn
 }
 
 func withDatabase(dsn, db string) string {
