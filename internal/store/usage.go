@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StepUsage is what a step's trajectories used: how many there are, how
+// many the world model scored, how many were really executed (have a
+// result) and the CPU and wall seconds of those executions.
+type StepUsage struct {
+	Step         int     `json:"step"`
+	Trajectories int     `json:"trajectories"`
+	WMScored     int     `json:"wm_scored"`
+	Executed     int     `json:"executed"`
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	WallSeconds  float64 `json:"wall_seconds"`
+}
+
+// RunUsage returns the usage of every step of a run that has trajectories,
+// in step order, in one query.
+func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT step, count(*), count(wm_score), count(status),
+		coalesce(sum(cpu_seconds), 0), coalesce(sum(wall_seconds), 0)
+		FROM trajectories WHERE run_id = $1 GROUP BY step ORDER BY step`, run)
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: %w", run, err)
+	}
+	us, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StepUsage, error) {
+		var u StepUsage
+		err := row.Scan(&u.Step, &u.Trajectories, &u.WMScored, &u.Executed, &u.CPUSeconds, &u.WallSeconds)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: %w", run, err)
+	}
+	return us, nil
+}
+
+// EvalUsage is one held-out evaluation of a run (Step is the checkpoint
+// version evaluated): its executions, their CPU and wall seconds, and its
+// held-out score as HeldOutScore computes it.
+type EvalUsage struct {
+	Step        int     `json:"step"`
+	Executions  int     `json:"executions"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	HeldOut     HeldOut `json:"held_out"`
+}
+
+// RunEvaluations returns every held-out evaluation of a run in step order,
+// in one query.
+func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT step, sum(n)::int, sum(cpu), sum(wall), avg(task_mean), count(*) FROM (
+			SELECT step, task_id, count(*) AS n, sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
+				avg(CASE WHEN status = 'ok' THEN position ELSE 0 END) AS task_mean
+			FROM evaluations WHERE run_id = $1 GROUP BY step, task_id) t
+		GROUP BY step ORDER BY step`, run)
+	if err != nil {
+		return nil, fmt.Errorf("run evaluations %s: %w", run, err)
+	}
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EvalUsage, error) {
+		var e EvalUsage
+		err := row.Scan(&e.Step, &e.Executions, &e.CPUSeconds, &e.WallSeconds, &e.HeldOut.Score, &e.HeldOut.Tasks)
+		e.HeldOut.Samples = e.Executions
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run evaluations %s: %w", run, err)
+	}
+	return es, nil
+}
