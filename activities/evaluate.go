@@ -6,7 +6,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/seed"
@@ -84,19 +83,11 @@ type EvaluateResponse struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
-// HeldOutScoreOf is the held-out score of one execution: its leaderboard
-// position, 0 for a program that fails.
-func HeldOutScoreOf(r executor.Result) float64 {
-	if r.Status != executor.StatusOK {
-		return 0
-	}
-	return r.Position
-}
-
 // Evaluate samples the task's programs from the checkpoint and executes each
 // in the sandbox, storing one evaluation row per sample (keyed by run,
-// checkpoint version, task and sample; first write wins) whose score is
-// HeldOutScoreOf the execution. These executions are counted apart from the
+// checkpoint version, task and sample; first write wins); the held-out
+// score of a sample is its leaderboard position, 0 when the program fails
+// (store.HeldOutScore). These executions are counted apart from the
 // training ones. After each sample it heartbeats the next sample's index, and
 // a retried attempt resumes there.
 func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (EvaluateResponse, error) {
@@ -140,7 +131,6 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 		if err != nil {
 			return EvaluateResponse{}, fmt.Errorf("evaluate %s sample %d: %w", task.ID, i, err)
 		}
-		res.Score = HeldOutScoreOf(res)
 		_, err = a.Store.SaveEvaluations(ctx, []store.Evaluation{{Run: req.RunID, Step: req.Checkpoint.Version,
 			TaskID: task.ID, Sample: i, Program: progs[i], Result: res}})
 		if err != nil {

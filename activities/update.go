@@ -87,6 +87,9 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err != nil {
 		return UpdateResponse{}, invalid(fmt.Errorf("update step %d: %w", req.Step, err))
 	}
+	if err := mkdir(a.checkpointDir(req.RunID)); err != nil {
+		return UpdateResponse{}, err
+	}
 	path, err := p.Save(a.checkpointDir(req.RunID))
 	if err != nil {
 		return UpdateResponse{}, err

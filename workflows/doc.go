@@ -15,7 +15,9 @@
 // fraction, last metrics), evaluates the held-out tasks every E steps and at
 // the end, and continues as new every K steps or when Temporal suggests it.
 // It answers the query "status", the signals "pause", "resume" and "stop"
-// (after the current step) and the update "set-anchor-fraction".
+// (after the current step) and the update "set-anchor-fraction". A run
+// started with RunInput.ResumeFrom copies another run's history up to its
+// last completed step (activity ResumeRun) and continues from there.
 //
 // The code here must replay deterministically: no time.Now, no rand, no go
 // statements, channels, selects or ranging over maps (workflowcheck runs in

@@ -129,3 +129,36 @@ func TestRealRunDeterministic(t *testing.T) {
 		t.Fatal("different seeds gave the same checkpoint")
 	}
 }
+
+// TestRealResumeFrom resumes a run that ended after 2 of 3 steps into a new
+// run: it ends at the checkpoint of an uninterrupted 3-step run.
+func TestRealResumeFrom(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.ContinueAsNewEvery = 10
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	full, _ := runToEnd(t, a, RunInput{RunID: "full", Config: cfg})
+	short := cfg
+	short.Steps = 2
+	runToEnd(t, a, RunInput{RunID: "short", Config: short})
+	res, _ := runToEnd(t, a, RunInput{RunID: "resumed", Config: cfg, ResumeFrom: "short"})
+	if res.Steps != 3 || res.Checkpoint != full.Checkpoint {
+		t.Fatalf("resumed run %+v, uninterrupted %+v", res, full)
+	}
+	n, err := st.Count(t.Context(), "resumed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Count(t.Context(), "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Trajectories != m.Trajectories || n.Checkpoints != m.Checkpoints || n.AnchorPairs != m.AnchorPairs || n.Steps != m.Steps {
+		t.Fatalf("resumed counts %+v, uninterrupted %+v", n, m)
+	}
+	r, err := st.Run(t.Context(), "resumed")
+	if err != nil || r.ResumedFrom != "short" || r.ResumedStep != 1 || r.State != store.RunCompleted {
+		t.Fatalf("resumed run row %+v, %v", r, err)
+	}
+}

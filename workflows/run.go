@@ -33,11 +33,14 @@ const (
 )
 
 // RunInput is the input of TrainingRun. State is nil when a run starts and
-// carries the run's state across continue-as-new.
+// carries the run's state across continue-as-new. ResumeFrom, on a start
+// (State nil), names a run whose history up to its last completed step the
+// new run copies and continues from (`wmrl resume-from`).
 type RunInput struct {
-	RunID  string           `json:"run_id"`
-	Config runconfig.Config `json:"config"`
-	State  *RunState        `json:"state,omitempty"`
+	RunID      string           `json:"run_id"`
+	Config     runconfig.Config `json:"config"`
+	State      *RunState        `json:"state,omitempty"`
+	ResumeFrom string           `json:"resume_from,omitempty"`
 }
 
 // RunState is everything a run carries from step to step: small values
@@ -123,6 +126,16 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	ctl := withControl(ctx)
 
 	st := in.State
+	if st == nil && in.ResumeFrom != "" {
+		var r activities.ResumeRunResponse
+		req := activities.ResumeRunRequest{RunID: in.RunID, From: in.ResumeFrom, Config: cfg}
+		if err := workflow.ExecuteActivity(ctl, a.ResumeRun, req).Get(ctx, &r); err != nil {
+			return RunResult{}, fmt.Errorf("resume from %s: %w", in.ResumeFrom, err)
+		}
+		st = &RunState{Step: r.Step, Checkpoint: r.Checkpoint, Denoise: r.Denoise, Rho: r.Rho, Tracker: r.Tracker,
+			AnchorFraction: cfg.Anchors.Fraction, Calibration: r.Calibration,
+			Last: &StepSummary{Step: r.Step - 1, Anchors: []int{}, Metrics: r.LastMetrics}}
+	}
 	if st == nil {
 		var created activities.CreateRunResponse
 		req := activities.CreateRunRequest{RunID: in.RunID, Config: cfg}
@@ -226,6 +239,11 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 		sin := StepInput{RunID: in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
 			Checkpoint: st.Checkpoint, Denoise: st.Denoise}
 		if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &r); err != nil {
+			// Record the failure for `wmrl list`; the run can be resumed
+			// from its last completed step.
+			if serr := setState(store.RunFailed); serr != nil {
+				logger.Error("record failure", "error", serr)
+			}
 			return RunResult{}, fmt.Errorf("step %d: %w", st.Step, err)
 		}
 		st.Tracker.Add(cfg.Groups, len(r.Anchors))

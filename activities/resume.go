@@ -1,0 +1,130 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// ResumeRunRequest starts run RunID from the last completed step of run
+// From (`wmrl resume-from`).
+type ResumeRunRequest struct {
+	RunID  string           `json:"run_id"`
+	From   string           `json:"from"`
+	Config runconfig.Config `json:"config"`
+}
+
+// Validate checks the request.
+func (r ResumeRunRequest) Validate() error {
+	if err := checkRun(r.RunID); err != nil {
+		return err
+	}
+	if err := checkRun(r.From); err != nil {
+		return fmt.Errorf("from: %w", err)
+	}
+	if r.From == r.RunID {
+		return fmt.Errorf("run %s cannot resume from itself", r.RunID)
+	}
+	return r.Config.Validate()
+}
+
+// ResumeRunResponse is the state of the resumed run before its next step.
+type ResumeRunResponse struct {
+	// Step is the next step (the old run's last completed step + 1) and
+	// Checkpoint its checkpoint.
+	Step        int                 `json:"step"`
+	Checkpoint  CheckpointRef       `json:"checkpoint"`
+	Denoise     denoise.State       `json:"denoise"`
+	Rho         float64             `json:"rho"`
+	Tracker     anchors.Tracker     `json:"tracker"`
+	Calibration *CalibrationSummary `json:"calibration,omitempty"`
+	// LastMetrics are the metrics of step Step-1.
+	LastMetrics StepMetrics `json:"last_metrics"`
+}
+
+// ResumeRun copies run From's history up to its last completed step s into
+// run RunID (store.ResumeRun: steps, trajectories, anchor pairs, maps,
+// fusion states, checkpoints up to s+1) and returns the state to continue
+// from, step s+1. With the same seed and configuration the resumed run
+// continues exactly as the old one would have. Calling it again is a no-op.
+func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
+	if err := req.Validate(); err != nil {
+		return ResumeRunResponse{}, invalid(err)
+	}
+	last, ok, err := a.Store.LastCompletedStep(ctx, req.From)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if !ok {
+		return ResumeRunResponse{}, invalid(fmt.Errorf("run %s has no completed step to resume from", req.From))
+	}
+	raw, err := json.Marshal(req.Config)
+	if err != nil {
+		return ResumeRunResponse{}, fmt.Errorf("encode config: %w", err)
+	}
+	cfg := req.Config
+	err = a.Store.ResumeRun(ctx, store.Run{ID: req.RunID, Name: cfg.Name, Mode: cfg.Mode, Config: raw, Seed: cfg.Seed,
+		Steps: cfg.Steps, State: store.RunRunning, ResumedFrom: req.From, ResumedStep: last})
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return ResumeRunResponse{}, invalid(err)
+	}
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	resp := ResumeRunResponse{Step: last + 1, Rho: 1}
+	cp, err := a.Store.Checkpoint(ctx, req.RunID, last+1)
+	if err != nil {
+		return ResumeRunResponse{}, fmt.Errorf("checkpoint %d: %w", last+1, err)
+	}
+	resp.Checkpoint = CheckpointRef{Version: last + 1, Hash: cp.Hash}
+	if f, err := a.Store.FusionState(ctx, req.RunID, last); err == nil {
+		resp.Denoise, resp.Rho = f.State, f.Rho
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return ResumeRunResponse{}, err
+	}
+	if c, err := a.Store.LatestCalibration(ctx, req.RunID, last); err == nil {
+		sum := CalibrationSummary{Step: c.Step, Pairs: c.NPairs, Knots: len(c.Map.X)}
+		if c.BiasBefore != nil && c.BiasAfter != nil {
+			sum.BiasBefore, sum.BiasAfter = *c.BiasBefore, *c.BiasAfter
+		}
+		resp.Calibration = &sum
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return ResumeRunResponse{}, err
+	}
+	steps, err := a.Store.Steps(ctx, req.RunID)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	for _, s := range steps {
+		if s.Status != store.StepCompleted || s.Step > last {
+			continue
+		}
+		m := StepMetricsFromMap(s.Metrics)
+		resp.Tracker.Add(m.Groups, m.AnchorGroups)
+		if s.Step == last {
+			resp.LastMetrics = m
+		}
+	}
+	return resp, nil
+}
+
+// StepMetricsFromMap reads metrics stored by FinishStep (the inverse of
+// StepMetrics.Map; missing names read as 0).
+func StepMetricsFromMap(v map[string]float64) StepMetrics {
+	i := func(k string) int { return int(v[k]) }
+	return StepMetrics{
+		Groups: i("groups"), Samples: i("samples"), AnchorGroups: i("anchor_groups"), Trajectories: i("trajectories"),
+		Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
+		MeanReward: v["mean_reward"], MeanEnv: v["mean_env"], MeanWM: v["mean_wm"],
+		Rho: v["rho"], AnchorShare: v["anchor_share"], SkippedGroups: i("skipped_groups"),
+		CalibrationPairs: i("calibration_pairs"), BiasBefore: v["bias_before"], BiasAfter: v["bias_after"],
+		Objective: v["objective"], KL: v["kl"], GradNorm: v["grad_norm"],
+		CPUSeconds: v["cpu_seconds"], WallSeconds: v["wall_seconds"],
+	}
+}
