@@ -29,5 +29,12 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newExecCmd())
 	root.AddCommand(newWorldModelCmd())
 	root.AddCommand(newMigrateCmd())
+	root.AddCommand(newRunCmd())
+	root.AddCommand(newStatusCmd())
+	root.AddCommand(newListCmd())
+	root.AddCommand(newSignalCmds()...)
+	root.AddCommand(newSetAnchorFractionCmd())
+	root.AddCommand(newInspectCmd())
+	root.AddCommand(newResumeFromCmd())
 	return root
 }

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// signalReport is wmrl pause/resume/stop --json.
+type signalReport struct {
+	Run    string `json:"run"`
+	Signal string `json:"signal"`
+	Sent   bool   `json:"sent"`
+}
+
+// signals are the run commands that send a signal, with what they do.
+var signals = []struct{ name, short, effect string }{
+	{workflows.SignalPause, "Pause a run before its next step", "pauses before its next step (the current one finishes)"},
+	{workflows.SignalResume, "Resume a paused run", "resumes"},
+	{workflows.SignalStop, "Stop a run after its current step", "stops after its current step, then evaluates and completes"},
+}
+
+func newSignalCmds() []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, s := range signals {
+		var c conn
+		cmd := &cobra.Command{
+			Use:   s.name + " RUN [--json]",
+			Short: s.short,
+			Long: fmt.Sprintf(`%s sends the signal %q to a running run's workflow: the run %s.
+A run that is not running is refused.`, s.name, s.name, s.effect),
+			Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				ctx := cmd.Context()
+				tc, err := c.dial(ctx, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				if err := sendSignal(ctx, tc, args[0], s.name); err != nil {
+					return err
+				}
+				if c.asJSON {
+					return writeJSON(cmd.OutOrStdout(), signalReport{Run: args[0], Signal: s.name, Sent: true})
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent %s to run %s: it %s\n", s.name, args[0], s.effect)
+				return err
+			},
+		}
+		c.register(cmd)
+		cmd.Flags().Lookup("database-url").Hidden = true
+		cmd.Flags().Lookup("ui-url").Hidden = true
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
+
+// mustRun fails unless the run's workflow is running.
+func mustRun(ctx context.Context, tc client.Client, run string) error {
+	wf, err := temporalState(ctx, tc, run)
+	if err != nil {
+		return err
+	}
+	switch wf {
+	case wfRunning:
+		return nil
+	case "":
+		return fmt.Errorf("no run %q in Temporal (wmrl list shows the runs)", run)
+	}
+	return fmt.Errorf("run %s is not running (workflow %s)", run, wf)
+}
+
+func sendSignal(ctx context.Context, tc client.Client, run, name string) error {
+	if err := mustRun(ctx, tc, run); err != nil {
+		return err
+	}
+	if err := tc.SignalWorkflow(ctx, run, "", name, nil); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", name, run, err)
+	}
+	return nil
+}
+
+// fractionReport is wmrl set-anchor-fraction --json.
+type fractionReport struct {
+	Run      string  `json:"run"`
+	Fraction float64 `json:"anchor_fraction"`
+	Accepted bool    `json:"accepted"`
+	// Previous is the fraction before an accepted change; Reason the
+	// validator's reason for a rejected one.
+	Previous *float64 `json:"previous,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+}
+
+// errRejected marks a change the run's validator refused.
+var errRejected = errors.New("rejected")
+
+func newSetAnchorFractionCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{
+		Use:   "set-anchor-fraction RUN F [--json]",
+		Short: "Change the anchor fraction of a running run",
+		Long: `set-anchor-fraction sends the update "set-anchor-fraction" to a running run: from
+its next step on, max(anchors.min, round(F*groups)) groups per step are anchors.
+The run validates F first (a fraction in [0,1], in a mode with anchor groups);
+a rejected value changes nothing and its reason is printed. The command waits
+until the run has applied the change and prints the previous fraction.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			run := args[0]
+			f, err := strconv.ParseFloat(args[1], 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Errorf("anchor fraction %q: want a number in [0,1]", args[1])
+			}
+			ctx := cmd.Context()
+			tc, err := c.dial(ctx, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			rep, err := setAnchorFraction(ctx, tc, run, f)
+			if err != nil && !errors.Is(err, errRejected) {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if c.asJSON {
+				if werr := writeJSON(out, rep); werr != nil {
+					return werr
+				}
+			} else if err == nil {
+				if _, werr := fmt.Fprintf(out, "run %s: anchor fraction %.4g -> %.4g from the next step\n", run, *rep.Previous, f); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("set-anchor-fraction %v rejected by run %s: %s", f, run, rep.Reason)
+			}
+			return nil
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().Lookup("database-url").Hidden = true
+	cmd.Flags().Lookup("ui-url").Hidden = true
+	return cmd
+}
+
+// setAnchorFraction sends the validated update; a rejection is errRejected
+// with the reason in the report.
+func setAnchorFraction(ctx context.Context, tc client.Client, run string, f float64) (fractionReport, error) {
+	rep := fractionReport{Run: run, Fraction: f}
+	if err := mustRun(ctx, tc, run); err != nil {
+		return rep, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   run,
+		UpdateName:   workflows.UpdateSetAnchorFraction,
+		Args:         []any{f},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var prev float64
+	if err == nil {
+		err = h.Get(ctx, &prev)
+	}
+	if err != nil {
+		reason, ok := rejection(err)
+		if !ok {
+			return rep, fmt.Errorf("set-anchor-fraction on %s: %w", run, err)
+		}
+		rep.Reason = reason
+		return rep, errRejected
+	}
+	rep.Accepted, rep.Previous = true, &prev
+	return rep, nil
+}
+
+// rejection returns the reason of an update the workflow refused (its
+// validator's error, delivered as an application error).
+func rejection(err error) (string, bool) {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message(), true
+	}
+	return "", false
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// inspectReport is wmrl inspect --json: one step of a run from Postgres.
+type inspectReport struct {
+	Run    string           `json:"run"`
+	Mode   mode.Mode        `json:"mode"`
+	Step   int              `json:"step"`
+	Status store.StepStatus `json:"status"`
+	// Metrics are the step's recorded metrics (empty until it completes).
+	Metrics map[string]float64 `json:"metrics"`
+	// Rho is the anchor weight of the step (from its fusion state; nil
+	// when none is stored).
+	Rho          *float64           `json:"rho"`
+	Calibration  *inspectMap        `json:"calibration"`
+	Cost         store.Cost         `json:"cost"`
+	Checkpoint   *store.Checkpoint  `json:"checkpoint"`
+	Trajectories []inspectTraj      `json:"trajectories"`
+	AnchorPairs  []store.AnchorPair `json:"anchor_pairs"`
+}
+
+// inspectMap is the calibration map fitted at the step.
+type inspectMap struct {
+	Step       int          `json:"step"`
+	Pairs      int          `json:"pairs"`
+	Map        isotonic.Map `json:"map"`
+	BiasBefore *float64     `json:"bias_before"`
+	BiasAfter  *float64     `json:"bias_after"`
+}
+
+// inspectTraj is one trajectory: its program, world-model score, the score
+// after the step's calibration map, real score and execution status and
+// cost (nil when not executed).
+type inspectTraj struct {
+	Group      int      `json:"group"`
+	Sample     int      `json:"sample"`
+	TaskID     string   `json:"task_id"`
+	Program    string   `json:"program"`
+	Anchor     bool     `json:"anchor"`
+	WM         *float64 `json:"wm"`
+	Calibrated *float64 `json:"calibrated"`
+	Real       *float64 `json:"real"`
+	Status     string   `json:"status"`
+	CPUSeconds *float64 `json:"cpu_seconds"`
+}
+
+func newInspectCmd() *cobra.Command {
+	var (
+		c     conn
+		step  int
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "inspect RUN [--step N] [--limit N] [--json]",
+		Short: "Show one step of a run: trajectories, anchor pairs, calibration map, rho, costs",
+		Long: `inspect reads one step of a run from Postgres (default: the last completed
+step): its metrics, rho, the calibration map fitted at the step, the cost of its
+executions, the checkpoint it produced, its trajectories (program, world-model
+score, calibrated score, real score, execution status, CPU seconds) and its
+anchor pairs. Text output shows the first --limit rows of each table (0: all);
+--json prints everything in one object.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := c.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			at := -1
+			if cmd.Flags().Changed("step") {
+				if step < 0 {
+					return fmt.Errorf("--step %d: want a step >= 0", step)
+				}
+				at = step
+			}
+			rep, err := inspectStep(ctx, st, args[0], at)
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return printInspect(cmd.OutOrStdout(), rep, limit)
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().Lookup("address").Hidden = true
+	cmd.Flags().Lookup("namespace").Hidden = true
+	cmd.Flags().Lookup("ui-url").Hidden = true
+	cmd.Flags().IntVar(&step, "step", 0, "step to show (default: the last completed one)")
+	cmd.Flags().IntVar(&limit, "limit", 12, "rows per table in text output (0: all)")
+	return cmd
+}
+
+// inspectStep gathers a step (the last completed one when step < 0).
+func inspectStep(ctx context.Context, st *store.Store, run string, step int) (inspectReport, error) {
+	r, err := findRun(ctx, st, run)
+	if err != nil {
+		return inspectReport{}, err
+	}
+	steps, err := st.Steps(ctx, run)
+	if err != nil {
+		return inspectReport{}, err
+	}
+	var row *store.Step
+	for i := range steps {
+		x := &steps[i]
+		if (step < 0 && x.Status == store.StepCompleted) || x.Step == step {
+			row = x
+		}
+	}
+	if row == nil {
+		if step < 0 {
+			return inspectReport{}, fmt.Errorf("run %s has no completed step yet (use --step N for a running one)", run)
+		}
+		return inspectReport{}, fmt.Errorf("run %s has no step %d (%d recorded)", run, step, len(steps))
+	}
+	rep := inspectReport{Run: run, Mode: r.Mode, Step: row.Step, Status: row.Status, Metrics: row.Metrics,
+		Trajectories: []inspectTraj{}}
+	if f, err := st.FusionState(ctx, run, row.Step); err == nil {
+		rep.Rho = &f.Rho
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rep, err
+	}
+	var m *isotonic.Map
+	if cal, err := st.Calibration(ctx, run, row.Step); err == nil {
+		rep.Calibration = &inspectMap{Step: cal.Step, Pairs: cal.NPairs, Map: cal.Map, BiasBefore: cal.BiasBefore, BiasAfter: cal.BiasAfter}
+		m = &cal.Map
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rep, err
+	}
+	if rep.Cost, err = st.StepCost(ctx, run, row.Step); err != nil {
+		return rep, err
+	}
+	if ck, err := st.Checkpoint(ctx, run, row.Step+1); err == nil {
+		rep.Checkpoint = &ck
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rep, err
+	}
+	ts, err := st.StepTrajectories(ctx, run, row.Step)
+	if err != nil {
+		return rep, err
+	}
+	for _, t := range ts {
+		it := inspectTraj{Group: t.Group, Sample: t.Sample, TaskID: t.TaskID, Program: t.Program, Anchor: t.Anchor, WM: t.WMScore}
+		if t.WMScore != nil && m != nil {
+			v := m.Apply(*t.WMScore)
+			it.Calibrated = &v
+		}
+		if t.Exec != nil {
+			score, cpu := t.Exec.Score, t.Exec.CPUSeconds
+			it.Real, it.Status, it.CPUSeconds = &score, string(t.Exec.Status), &cpu
+		}
+		rep.Trajectories = append(rep.Trajectories, it)
+	}
+	if rep.AnchorPairs, err = st.StepAnchorPairs(ctx, run, row.Step); err != nil {
+		return rep, err
+	}
+	if rep.AnchorPairs == nil {
+		rep.AnchorPairs = []store.AnchorPair{}
+	}
+	if rep.Metrics == nil {
+		rep.Metrics = map[string]float64{}
+	}
+	return rep, nil
+}
+
+func num(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}
+
+func printInspect(w io.Writer, r inspectReport, limit int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s (mode %s), step %d: %s\n", r.Run, r.Mode, r.Step, r.Status)
+	fmt.Fprintf(&b, "rho          %s\n", num(r.Rho))
+	if m := r.Metrics; len(m) > 0 {
+		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %.0f, graded %.0f/%.0f, skipped groups %.0f\n",
+			m["mean_reward"], m["mean_env"], m["mean_wm"], m["anchor_groups"], m["graded"], m["trajectories"], m["skipped_groups"])
+	}
+	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
+		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)
+	if r.Checkpoint != nil {
+		fmt.Fprintf(&b, "checkpoint   %d (%s)\n", r.Checkpoint.Version, short(r.Checkpoint.Hash))
+	}
+	if c := r.Calibration; c != nil {
+		fmt.Fprintf(&b, "calibration  %d pairs, %d knots, bias %s -> %s\n", c.Pairs, len(c.Map.X), num(c.BiasBefore), num(c.BiasAfter))
+		if len(c.Map.X) == 0 {
+			b.WriteString("  identity\n")
+		}
+		for i := range c.Map.X {
+			if limit > 0 && i == limit {
+				fmt.Fprintf(&b, "  ... %d more knots\n", len(c.Map.X)-limit)
+				break
+			}
+			fmt.Fprintf(&b, "  %.3f -> %.3f\n", c.Map.X[i], c.Map.Y[i])
+		}
+	} else {
+		b.WriteString("calibration  none at this step\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ntrajectories (%d):\n", len(r.Trajectories))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSAMPLE\tTASK\tANCHOR\tWM\tCALIBRATED\tREAL\tSTATUS\tCPU S\tPROGRAM")
+	for i, t := range r.Trajectories {
+		if limit > 0 && i == limit {
+			break
+		}
+		anchor, status := "", t.Status
+		if t.Anchor {
+			anchor = "yes"
+		}
+		if status == "" {
+			status = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Group, t.Sample, t.TaskID, anchor, num(t.WM),
+			num(t.Calibrated), num(t.Real), status, num(t.CPUSeconds), clip(t.Program, 48))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if limit > 0 && len(r.Trajectories) > limit {
+		fmt.Fprintf(w, "... %d more (--limit 0 or --json for all)\n", len(r.Trajectories)-limit)
+	}
+	fmt.Fprintf(w, "\nanchor pairs (%d):\n", len(r.AnchorPairs))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSAMPLE\tWM\tREAL")
+	for i, p := range r.AnchorPairs {
+		if limit > 0 && i == limit {
+			break
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.3f\t%.3f\n", p.Group, p.Sample, p.WM, p.Env)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if limit > 0 && len(r.AnchorPairs) > limit {
+		fmt.Fprintf(w, "... %d more\n", len(r.AnchorPairs)-limit)
+	}
+	return nil
+}
+
+// clip shortens a program to n characters on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-3]) + "..."
+}

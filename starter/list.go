@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/mode"
+)
+
+// listedRun is one run of wmrl list.
+type listedRun struct {
+	Run  string    `json:"run"`
+	Name string    `json:"name"`
+	Mode mode.Mode `json:"mode"`
+	// State is recorded in Postgres; Workflow is Temporal's state of the
+	// run's workflow ("" when unknown or Temporal does not answer).
+	State    string `json:"state"`
+	Workflow string `json:"workflow"`
+	// Step is the number of completed steps, Steps the planned number.
+	Step        int       `json:"step"`
+	Steps       int       `json:"steps"`
+	ResumedFrom string    `json:"resumed_from,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// listReport is wmrl list --json.
+type listReport struct {
+	Runs []listedRun `json:"runs"`
+	Note string      `json:"note,omitempty"`
+}
+
+func newListCmd() *cobra.Command {
+	var (
+		c     conn
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--limit N] [--json]",
+		Short: "List training runs, newest first",
+		Long: `list shows the runs recorded in Postgres, newest first: name, mode, state,
+completed steps of planned steps, and the state of the run's workflow in
+Temporal (running, completed, failed, terminated, ...; "-" when Temporal does
+not know it). When Temporal does not answer, the runs are listed without it.
+
+--json prints one object: runs [{run, name, mode, state, workflow, step, steps,
+resumed_from, created_at}].`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := listRuns(cmd.Context(), &c, limit, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return printList(cmd.OutOrStdout(), rep)
+		},
+	}
+	c.register(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
+	return cmd
+}
+
+func listRuns(ctx context.Context, c *conn, limit int, stderr io.Writer) (listReport, error) {
+	st, err := c.open(ctx)
+	if err != nil {
+		return listReport{}, err
+	}
+	defer st.Close()
+	runs, err := st.Runs(ctx, limit)
+	if err != nil {
+		return listReport{}, err
+	}
+	rep := listReport{Runs: []listedRun{}}
+	tc, derr := c.dial(ctx, stderr)
+	if derr != nil {
+		rep.Note = derr.Error()
+	} else {
+		defer tc.Close()
+	}
+	for _, r := range runs {
+		lr := listedRun{Run: r.ID, Name: r.Name, Mode: r.Mode, State: string(r.State), Steps: r.Steps,
+			ResumedFrom: r.ResumedFrom, CreatedAt: r.CreatedAt}
+		if last, ok, err := st.LastCompletedStep(ctx, r.ID); err != nil {
+			return rep, err
+		} else if ok {
+			lr.Step = last + 1
+		}
+		if tc != nil {
+			wf, err := temporalState(ctx, tc, r.ID)
+			if err != nil {
+				return rep, err
+			}
+			lr.Workflow = wf
+		}
+		rep.Runs = append(rep.Runs, lr)
+	}
+	return rep, nil
+}
+
+func printList(w io.Writer, rep listReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tMODE\tSTATE\tWORKFLOW\tSTEP\tCREATED\tRESUMED FROM")
+	for _, r := range rep.Runs {
+		wf, from := r.Workflow, r.ResumedFrom
+		if wf == "" {
+			wf = "-"
+		}
+		if from == "" {
+			from = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.Run, r.Mode, r.State, wf, r.Step, r.Steps,
+			r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), from)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Note != "" {
+		_, err := fmt.Fprintf(w, "note: %s\n", rep.Note)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// runOptions are the flags of wmrl run.
+type runOptions struct {
+	conn
+	configFile, preset, name string
+	seed                     uint64
+	detach                   bool
+	poll                     time.Duration
+}
+
+// runReport is wmrl run --json: the run, whether the command detached from
+// it (Ctrl-C or --detach; the run goes on) and its status then.
+type runReport struct {
+	Run           string       `json:"run"`
+	TemporalRunID string       `json:"temporal_run_id"`
+	Detached      bool         `json:"detached"`
+	Status        statusReport `json:"status"`
+	URL           string       `json:"url"`
+}
+
+func newRunCmd() *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run (--config FILE | --preset NAME) [--name N] [--seed N] [--detach] [--json]",
+		Short: "Start a durable training run on Temporal and follow it",
+		Long: `run starts a training run: the TrainingRun workflow on Temporal, served by
+wmrl-worker processes. The configuration is a preset (` + strings.Join(runconfig.PresetNames(), ", ") + `), a YAML
+file (--config; fields it omits keep the preset's values, or the default
+preset's), then --name and --seed. The whole configuration is checked before
+anything starts: every invalid field is named, and nothing is started.
+
+The run's name is its id: its workflow id in Temporal and its key in Postgres.
+A name in use by a running run is refused; so is one an earlier run used
+(choose another --name).
+
+run then follows the run: a progress bar (completed steps, ETA) and one line of
+metrics per completed step (rho, anchor groups, executions, mean reward, mean
+bias of the calibration window before and after the map, held-out score when
+evaluated). Ctrl-C detaches: the run goes on, and run prints how to follow or
+stop it. At the end it prints the final status and the run's page in the
+Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + defaultUIURL + `).
+--detach returns right after the start.
+
+--json prints one object at the end (or when detaching): run,
+temporal_run_id, detached, status (as wmrl status --json) and url.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadRunConfig(o, cmd.Flags().Changed("name"), cmd.Flags().Changed("seed"))
+			if err != nil {
+				return err
+			}
+			return startAndFollow(cmd, &o, cfg)
+		},
+	}
+	o.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "YAML run configuration")
+	f.StringVar(&o.preset, "preset", "", "named configuration: "+strings.Join(runconfig.PresetNames(), ", "))
+	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
+	f.Uint64Var(&o.seed, "seed", 0, "run seed (default: the configuration's)")
+	f.BoolVar(&o.detach, "detach", false, "start the run and return without following it")
+	f.DurationVar(&o.poll, "poll", time.Second, "how often to ask the run for its status")
+	return cmd
+}
+
+// configError lists every problem of a configuration.
+type configError struct {
+	source   string
+	problems []error
+}
+
+func (e *configError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid configuration (%s), nothing started:", e.source)
+	for _, p := range e.problems {
+		b.WriteString("\n  " + p.Error())
+	}
+	return b.String()
+}
+
+// loadRunConfig builds and checks the whole configuration of wmrl run.
+func loadRunConfig(o runOptions, nameSet, seedSet bool) (runconfig.Config, error) {
+	if o.configFile == "" && o.preset == "" {
+		return runconfig.Config{}, fmt.Errorf("give --config FILE or --preset NAME (presets: %s)", strings.Join(runconfig.PresetNames(), ", "))
+	}
+	base, source := runconfig.Default(), "preset default"
+	if o.preset != "" {
+		var err error
+		if base, err = runconfig.Preset(o.preset); err != nil {
+			return runconfig.Config{}, err
+		}
+		source = "preset " + o.preset
+	}
+	cfg := base
+	if o.configFile != "" {
+		data, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		if cfg, err = runconfig.Decode(base, data); err != nil {
+			return cfg, fmt.Errorf("%s: %w; nothing started", o.configFile, err)
+		}
+		source = o.configFile + " over " + source
+	}
+	if nameSet {
+		cfg.Name = o.name
+	}
+	if seedSet {
+		cfg.Seed = o.seed
+	}
+	if ps := cfg.Problems(); len(ps) > 0 {
+		return cfg, &configError{source: source, problems: ps}
+	}
+	return cfg, nil
+}
+
+// checkName refuses a run name in use: by a running run, or by an earlier
+// run recorded in Postgres.
+func checkName(ctx context.Context, tc client.Client, st *store.Store, name string) error {
+	wf, err := temporalState(ctx, tc, name)
+	if err != nil {
+		return err
+	}
+	if wf == wfRunning {
+		return fmt.Errorf("a run named %s is already running: follow it with `wmrl status %s`, stop it with `wmrl stop %s`, or choose another --name", name, name, name)
+	}
+	r, err := st.Run(ctx, name)
+	if err == nil {
+		return fmt.Errorf("run name %s is taken by an earlier run (state %s, created %s): choose another --name",
+			name, runState(r.State, wf), r.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if wf != "" {
+		return fmt.Errorf("run name %s was used before in Temporal (workflow %s): choose another --name", name, wf)
+	}
+	return nil
+}
+
+// startRun starts the run workflow; a duplicate id is refused clearly.
+func startRun(ctx context.Context, tc client.Client, in workflows.RunInput) (client.WorkflowRun, error) {
+	we, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                                       in.RunID,
+		TaskQueue:                                workflows.QueueControl,
+		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, workflows.TrainingRun, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("a run named %s exists in Temporal already: choose another --name", in.RunID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start run %s: %w", in.RunID, err)
+	}
+	return we, nil
+}
+
+func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) error {
+	ctx := cmd.Context()
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	st, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := o.dial(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := checkName(ctx, tc, st, cfg.Name); err != nil {
+		return err
+	}
+	we, err := startRun(ctx, tc, workflows.RunInput{RunID: cfg.Name, Config: cfg})
+	if err != nil {
+		return err
+	}
+	if !o.asJSON {
+		fmt.Fprintf(out, "started run %s: mode %s, %d steps of %d groups x %d samples, seed %d\n",
+			cfg.Name, cfg.Mode, cfg.Steps, cfg.Groups, cfg.Samples, cfg.Seed)
+		fmt.Fprintf(out, "ui: %s\n", o.runURL(cfg.Name))
+	}
+	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initialStatus(cfg, 0, cfg.Anchors.Fraction), o.detach, o.poll)
+}
+
+// follow prints a run's progress until it ends or the user detaches.
+// initial is the run's status as started (shown when detaching before the
+// run answers).
+func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temporalRunID string,
+	initial workflows.Status, detach bool, poll time.Duration) error {
+	run, from, steps := initial.Run, initial.Step, initial.Steps
+	out := cmd.OutOrStdout()
+	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx := cmd.Context() // for the calls after a detach
+	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
+	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1}
+	printed := from // steps whose line is printed (or that an earlier run did)
+	warned := false
+	for !detach {
+		wf, err := temporalState(ctx, tc, run)
+		if err != nil {
+			return err
+		}
+		if wf != wfRunning {
+			break
+		}
+		s, err := queryStatus(sigCtx, tc, run)
+		if err != nil && sigCtx.Err() == nil && !warned && !c.asJSON {
+			bar.line(fmt.Sprintf("waiting for the run to answer (is a worker serving %s?): %v", workflows.QueueControl, err))
+			warned = true
+		}
+		if err == nil {
+			if printed, err = printSteps(ctx, st, bar, run, printed, s); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-sigCtx.Done():
+			detach = true
+		case <-time.After(poll):
+		}
+	}
+	bar.clear()
+	final, err := statusOf(ctx, c, tc, st, run)
+	if err != nil && detach {
+		// Just started: the run has not answered nor been recorded yet.
+		final = statusReport{Status: initial, Source: sourceStart, URL: c.runURL(run), Note: err.Error()}
+		final.Workflow, err = temporalState(ctx, tc, run)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Status = final
+	rep.Detached = final.Workflow == wfRunning
+	if !rep.Detached {
+		if _, err := printSteps(ctx, st, bar, run, printed, final.Status); err != nil {
+			return err
+		}
+		bar.clear()
+	}
+	if c.asJSON {
+		if err := writeJSON(out, rep); err != nil {
+			return err
+		}
+	} else if rep.Detached {
+		fmt.Fprintf(out, "detached from run %s at step %d/%d; it goes on.\n", run, final.Step, final.Steps)
+		fmt.Fprintf(out, "  status:  wmrl status %s\n  pause:   wmrl pause %s\n  stop:    wmrl stop %s\n  ui:      %s\n",
+			run, run, run, rep.URL)
+	} else {
+		fmt.Fprintf(out, "run %s ended: %s\n", run, final.State)
+		if err := printStatus(out, final); err != nil {
+			return err
+		}
+	}
+	if !rep.Detached && final.Workflow != wfCompleted {
+		return fmt.Errorf("run %s ended %s", run, final.Workflow)
+	}
+	return nil
+}
+
+// printSteps prints the lines of the steps completed since printed and
+// redraws the progress bar; it returns the new number of printed steps.
+// The status query gives the last step's metrics; the steps in between
+// (several may complete between two polls) come from Postgres.
+func printSteps(ctx context.Context, st *store.Store, bar *progress, run string, printed int, s workflows.Status) (int, error) {
+	bar.seen(printed)
+	if s.Step > printed {
+		var stored []store.Step
+		for step := printed; step < s.Step; step++ {
+			var sum workflows.StepSummary
+			if s.Last != nil && s.Last.Step == step {
+				sum = *s.Last
+			} else {
+				if stored == nil {
+					var err error
+					if stored, err = st.Steps(ctx, run); err != nil {
+						return printed, err
+					}
+				}
+				found := false
+				for _, x := range stored {
+					if x.Step == step && x.Status == store.StepCompleted {
+						var err error
+						if sum, err = stepSummary(ctx, st, run, step, x.Metrics); err != nil {
+							return printed, err
+						}
+						found = true
+					}
+				}
+				if !found {
+					break
+				}
+			}
+			var h *workflows.HeldOut
+			if s.HeldOut != nil && s.HeldOut.Version == step+1 {
+				h = s.HeldOut
+			}
+			bar.step(stepLine(sum, h), step+1)
+			printed = step + 1
+		}
+	}
+	bar.draw(s.Step)
+	return printed, nil
+}
+
+// progress draws the progress bar: redrawn in place on a terminal, a
+// suffix of each step line otherwise.
+type progress struct {
+	w          io.Writer
+	tty, quiet bool
+	steps      int
+	start      time.Time
+	// first is the number of completed steps when following began (-1
+	// before the first answer); done the number now.
+	first, done int
+	drawn       bool
+}
+
+func (p *progress) eta() string {
+	if p.first < 0 || p.done <= p.first {
+		return "ETA -"
+	}
+	per := time.Since(p.start) / time.Duration(p.done-p.first)
+	left := time.Duration(p.steps-p.done) * per
+	return "ETA " + left.Round(time.Second).String()
+}
+
+func (p *progress) seen(done int) {
+	if p.first < 0 {
+		p.first, p.start = done, time.Now()
+	}
+	p.done = done
+}
+
+func (p *progress) clear() {
+	if p.tty && p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
+
+// line prints a line of text above the bar.
+func (p *progress) line(s string) {
+	if p.quiet {
+		return
+	}
+	p.clear()
+	fmt.Fprintln(p.w, s)
+}
+
+// step prints a completed step's line.
+func (p *progress) step(s string, done int) {
+	p.done = done
+	if !p.tty {
+		s += fmt.Sprintf("  [%d/%d, %s]", done, p.steps, p.eta())
+	}
+	p.line(s)
+}
+
+func (p *progress) draw(done int) {
+	p.seen(done)
+	if !p.tty || p.quiet {
+		return
+	}
+	const width = 30
+	n := 0
+	if p.steps > 0 {
+		n = width * done / p.steps
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %d/%d steps  %s elapsed  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
+		done, p.steps, time.Since(p.start).Round(time.Second), p.eta())
+	p.drawn = true
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// initialStatus is the status of a run as it starts at step from.
+func initialStatus(cfg runconfig.Config, from int, fraction float64) workflows.Status {
+	return workflows.Status{Run: cfg.Name, Name: cfg.Name, State: workflows.StateRunning, Mode: cfg.Mode, Step: from,
+		Steps: cfg.Steps, AnchorFraction: fraction, Rho: 1}
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// Where a status came from.
+const (
+	sourceQuery    = "query"    // the run workflow's status query
+	sourcePostgres = "postgres" // the database (and the workflow result)
+	sourceStart    = "start"    // as started; the run has not answered yet
+)
+
+// statusReport is wmrl status --json: the status query's answer
+// (workflows.Status: run, name, state, mode, step, steps, anchor fractions,
+// rho, checkpoint, last, calibration, held_out) and where the run stands in
+// Temporal.
+type statusReport struct {
+	workflows.Status
+	// Workflow is the state of the run's workflow in Temporal: running,
+	// completed, failed, terminated, canceled, timed_out, or "" when
+	// Temporal does not know it (or does not answer).
+	Workflow    string               `json:"workflow"`
+	Source      string               `json:"source"`
+	ResumedFrom string               `json:"resumed_from,omitempty"`
+	ResumedStep *int                 `json:"resumed_step,omitempty"`
+	Result      *workflows.RunResult `json:"result,omitempty"`
+	Cost        *store.Cost          `json:"cost,omitempty"`
+	URL         string               `json:"url"`
+	Note        string               `json:"note,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{
+		Use:   "status RUN [--json]",
+		Short: "Show where a training run stands",
+		Long: `status asks a running run's workflow for its status (query "status"): state
+(running, paused, stopping, completed), mode, completed steps of planned steps,
+anchor fraction (set and realised), rho, the last step's metrics, the latest
+calibration map's summary and the last held-out score. A run that is no longer
+running (or whose workers do not answer) is described from Postgres and, when it
+completed, from its workflow result; "workflow" then says what Temporal reports
+(completed, failed, terminated, ...).
+
+--json prints one object with at least run, state, mode, step and steps.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			rep, err := runStatus(ctx, &c, args[0], cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return printStatus(cmd.OutOrStdout(), rep)
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+// runStatus answers wmrl status: the query when the run's workflow runs,
+// else Postgres.
+func runStatus(ctx context.Context, c *conn, run string, stderr io.Writer) (statusReport, error) {
+	st, err := c.open(ctx)
+	if err != nil {
+		return statusReport{}, err
+	}
+	defer st.Close()
+	tc, derr := c.dial(ctx, stderr)
+	if derr != nil {
+		rep, err := postgresStatus(ctx, st, nil, run, "")
+		if err != nil {
+			return rep, err
+		}
+		rep.URL = c.runURL(run)
+		rep.Note = derr.Error()
+		return rep, nil
+	}
+	defer tc.Close()
+	return statusOf(ctx, c, tc, st, run)
+}
+
+// statusOf is the status of a run given both clients.
+func statusOf(ctx context.Context, c *conn, tc client.Client, st *store.Store, run string) (statusReport, error) {
+	wf, err := temporalState(ctx, tc, run)
+	if err != nil {
+		return statusReport{}, err
+	}
+	var note string
+	if wf == wfRunning {
+		s, err := queryStatus(ctx, tc, run)
+		if err == nil {
+			rep := statusReport{Status: s, Workflow: wf, Source: sourceQuery, URL: c.runURL(run)}
+			if r, err := st.Run(ctx, run); err == nil && r.ResumedFrom != "" {
+				rep.ResumedFrom, rep.ResumedStep = r.ResumedFrom, &r.ResumedStep
+			}
+			return rep, nil
+		}
+		note = fmt.Sprintf("status query unanswered (is a worker serving %s?): %v", workflows.QueueControl, err)
+	}
+	rep, err := postgresStatus(ctx, st, tc, run, wf)
+	if err != nil {
+		return rep, err
+	}
+	rep.URL, rep.Note = c.runURL(run), note
+	return rep, nil
+}
+
+// queryStatus asks the run workflow for its status.
+func queryStatus(ctx context.Context, tc client.Client, run string) (workflows.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var s workflows.Status
+	v, err := tc.QueryWorkflow(ctx, run, "", workflows.QueryStatus)
+	if err != nil {
+		return s, err
+	}
+	if err := v.Get(&s); err != nil {
+		return s, fmt.Errorf("decode status of %s: %w", run, err)
+	}
+	return s, nil
+}
+
+// postgresStatus describes a run from the database; tc (if not nil) gives
+// the workflow result of a completed run, wf the workflow's state.
+func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run, wf string) (statusReport, error) {
+	r, err := findRun(ctx, st, run)
+	if err != nil {
+		return statusReport{}, err
+	}
+	cfg, err := runConfig(r)
+	if err != nil {
+		return statusReport{}, err
+	}
+	rep := statusReport{Workflow: wf, Source: sourcePostgres, ResumedFrom: r.ResumedFrom}
+	if r.ResumedFrom != "" {
+		rep.ResumedStep = &r.ResumedStep
+	}
+	s := &rep.Status
+	s.Run, s.Name, s.Mode, s.Steps, s.AnchorFraction = r.ID, r.Name, r.Mode, r.Steps, cfg.Anchors.Fraction
+	s.State = runState(r.State, wf)
+	steps, err := st.Steps(ctx, run)
+	if err != nil {
+		return rep, err
+	}
+	groups, anchorGroups := 0.0, 0.0
+	last := -1
+	var lastMetrics map[string]float64
+	for _, x := range steps {
+		if x.Status != store.StepCompleted {
+			continue
+		}
+		groups += x.Metrics["groups"]
+		anchorGroups += x.Metrics["anchor_groups"]
+		last, lastMetrics = x.Step, x.Metrics
+	}
+	s.Step, s.Rho = last+1, 1
+	if groups > 0 {
+		s.RealisedAnchorFraction = anchorGroups / groups
+	}
+	if c, err := st.LatestCheckpoint(ctx, run); err == nil {
+		s.Checkpoint = activities.CheckpointRef{Version: c.Version, Hash: c.Hash}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return rep, err
+	}
+	if last >= 0 {
+		sum, err := stepSummary(ctx, st, run, last, lastMetrics)
+		if err != nil {
+			return rep, err
+		}
+		s.Last = &sum
+		s.Rho = sum.Metrics.Rho
+		if f, err := st.LatestFusionState(ctx, run, last); err == nil {
+			s.Rho = f.Rho
+		}
+		if cal, err := st.LatestCalibration(ctx, run, last); err == nil {
+			s.Calibration = calibrationSummary(cal)
+		}
+		if h, err := st.HeldOutScore(ctx, run, last+1); err == nil && h.Tasks > 0 {
+			s.HeldOut = &workflows.HeldOut{Version: last + 1, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
+		}
+	}
+	if tc != nil && wf == wfCompleted {
+		var res workflows.RunResult
+		if err := tc.GetWorkflow(ctx, run, "").Get(ctx, &res); err == nil {
+			rep.Result = &res
+			if res.HeldOut != nil {
+				s.HeldOut = res.HeldOut
+			}
+		}
+	}
+	return rep, nil
+}
+
+// runState is the state to show: the workflow's when it ended, else the
+// one recorded in Postgres.
+func runState(recorded store.RunState, wf string) string {
+	switch wf {
+	case "", wfRunning, wfContinued:
+		return string(recorded)
+	}
+	return wf
+}
+
+// stepSummary rebuilds a completed step's summary from its stored metrics
+// and anchor flags.
+func stepSummary(ctx context.Context, st *store.Store, run string, step int, metrics map[string]float64) (workflows.StepSummary, error) {
+	sum := workflows.StepSummary{Step: step, Anchors: []int{}}
+	b, err := json.Marshal(metrics)
+	if err != nil {
+		return sum, fmt.Errorf("metrics of step %d: %w", step, err)
+	}
+	if err := json.Unmarshal(b, &sum.Metrics); err != nil {
+		return sum, fmt.Errorf("metrics of step %d: %w", step, err)
+	}
+	ts, err := st.StepTrajectories(ctx, run, step)
+	if err != nil {
+		return sum, err
+	}
+	for _, t := range ts {
+		if t.Anchor && (len(sum.Anchors) == 0 || sum.Anchors[len(sum.Anchors)-1] != t.Group) {
+			sum.Anchors = append(sum.Anchors, t.Group)
+		}
+	}
+	return sum, nil
+}
+
+func calibrationSummary(c store.Calibration) *activities.CalibrationSummary {
+	s := &activities.CalibrationSummary{Step: c.Step, Pairs: c.NPairs, Knots: len(c.Map.X)}
+	if c.BiasBefore != nil {
+		s.BiasBefore = *c.BiasBefore
+	}
+	if c.BiasAfter != nil {
+		s.BiasAfter = *c.BiasAfter
+	}
+	return s
+}
+
+func printStatus(w io.Writer, r statusReport) error {
+	s := r.Status
+	var b strings.Builder
+	fmt.Fprintf(&b, "run          %s (mode %s)\n", s.Run, s.Mode)
+	wf := r.Workflow
+	if wf == "" {
+		wf = "unknown to Temporal"
+	}
+	fmt.Fprintf(&b, "state        %s, step %d/%d (workflow %s; from %s)\n", s.State, s.Step, s.Steps, wf, r.Source)
+	if r.ResumedFrom != "" {
+		fmt.Fprintf(&b, "resumed from %s after step %d\n", r.ResumedFrom, *r.ResumedStep)
+	}
+	fmt.Fprintf(&b, "rho          %.4f\n", s.Rho)
+	fmt.Fprintf(&b, "anchors      fraction %.4g (realised %.4g)\n", s.AnchorFraction, s.RealisedAnchorFraction)
+	if s.Last != nil {
+		fmt.Fprintf(&b, "last step    %s\n", stepLine(*s.Last, nil))
+	}
+	if c := s.Calibration; c != nil {
+		fmt.Fprintf(&b, "calibration  step %d: %d pairs, %d knots, bias %+.4f -> %+.4f\n", c.Step, c.Pairs, c.Knots, c.BiasBefore, c.BiasAfter)
+	}
+	if h := s.HeldOut; h != nil {
+		fmt.Fprintf(&b, "held-out     %.4f (checkpoint %d, %d tasks, %d samples)\n", h.Score, h.Version, h.Tasks, h.Samples)
+	}
+	if s.Checkpoint.Hash != "" {
+		fmt.Fprintf(&b, "checkpoint   %d (%s)\n", s.Checkpoint.Version, short(s.Checkpoint.Hash))
+	}
+	if r.Note != "" {
+		fmt.Fprintf(&b, "note         %s\n", r.Note)
+	}
+	fmt.Fprintf(&b, "ui           %s\n", r.URL)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// stepLine is one completed step's metrics on one line.
+func stepLine(s workflows.StepSummary, h *workflows.HeldOut) string {
+	m := s.Metrics
+	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %d executed, reward %.3f, bias %+.3f -> %+.3f",
+		s.Step, m.Rho, m.AnchorGroups, m.Executed, m.MeanReward, m.BiasBefore, m.BiasAfter)
+	if h != nil {
+		line += fmt.Sprintf(", held-out %.3f", h.Score)
+	}
+	return line
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
