@@ -216,10 +216,13 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 	out := cmd.OutOrStdout()
 	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx := cmd.Context() // for the calls after a detach
+	// Ctrl-C (or a cancelled command context) detaches; the calls after it
+	// still need a live context.
+	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
 	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1}
-	printed := from // steps whose line is printed (or that an earlier run did)
+	printed := from       // steps whose line is printed (or that an earlier run did)
+	var failing time.Time // since when the status query fails
 	warned := false
 	for !detach {
 		wf, err := temporalState(ctx, tc, run)
@@ -230,7 +233,13 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 			break
 		}
 		s, err := queryStatus(sigCtx, tc, run)
-		if err != nil && sigCtx.Err() == nil && !warned && !c.asJSON {
+		switch {
+		case err == nil:
+			failing = time.Time{}
+		case failing.IsZero():
+			failing = time.Now()
+		case time.Since(failing) > 10*time.Second && !warned && sigCtx.Err() == nil:
+			// A run answers once a worker has run its first workflow task.
 			bar.line(fmt.Sprintf("waiting for the run to answer (is a worker serving %s?): %v", workflows.QueueControl, err))
 			warned = true
 		}

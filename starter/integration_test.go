@@ -1,0 +1,466 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// The integration tests drive the commands against a real Temporal server
+// ($TEMPORAL_ADDRESS, default 127.0.0.1:7233; deploy/temporal.sh start) and
+// real Postgres, with workers for all five queues in this process. They use
+// their own namespace, so that workers of other test processes on the same
+// server never take their tasks. Without a server they skip, except in CI,
+// where they fail.
+
+const testNamespace = "wmrl-starter-test"
+
+// smallSuites serves the small test suite for every suite seed, so that the
+// presets (which name the built-in suite) run in seconds.
+type smallSuites struct{}
+
+func (smallSuites) Suite(ctx context.Context, _ uint64) (*suite.Suite, error) {
+	return testenv.SmallSuite()
+}
+
+// itEnv is a running stack: Temporal client, a fresh database and workers.
+type itEnv struct {
+	tc    client.Client
+	st    *store.Store
+	flags []string // --address, --namespace, --database-url, --ui-url
+}
+
+func integration(t *testing.T) *itEnv {
+	t.Helper()
+	addr := envOr("TEMPORAL_ADDRESS", defaultAddress)
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Temporal server at %s in CI: %v", addr, err)
+		}
+		t.Skipf("no Temporal server at %s (start one with deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
+	}
+	c.Close()
+	dsn := migrateTestDB(t)
+	st, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ensureNamespace(t, addr)
+	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: testNamespace, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.SmallSuite(); err != nil {
+		t.Fatal(err)
+	}
+	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{}, DataDir: t.TempDir()}
+	for _, name := range workflows.QueueNames() {
+		q, _ := workflows.Queue(name)
+		w := worker.New(tc, q, worker.Options{})
+		if q == workflows.QueueControl {
+			w.RegisterWorkflow(workflows.TrainingRun)
+			w.RegisterWorkflow(workflows.TrainingStep)
+		}
+		w.RegisterActivity(acts)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	return &itEnv{tc: tc, st: st, flags: []string{"--address", addr, "--namespace", testNamespace, "--database-url", dsn,
+		"--ui-url", "http://ui.test:8233"}}
+}
+
+func quietLogger(t *testing.T) *quietLog { return &quietLog{t: t} }
+
+// quietLog drops the SDK's debug and info messages and logs the rest.
+type quietLog struct{ t *testing.T }
+
+func (quietLog) Debug(string, ...any)          {}
+func (quietLog) Info(string, ...any)           {}
+func (l quietLog) Warn(msg string, kv ...any)  { l.t.Logf("temporal: %s %v", msg, kv) }
+func (l quietLog) Error(msg string, kv ...any) { l.t.Logf("temporal: %s %v", msg, kv) }
+
+// ensureNamespace registers the test namespace with wmrl's search
+// attributes unless it exists, and waits until it is usable.
+func ensureNamespace(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	ws := tc.WorkflowService()
+	_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: testNamespace,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		t.Fatal(err)
+	}
+	want := map[string]enums.IndexedValueType{
+		workflows.AttrRunName: enums.INDEXED_VALUE_TYPE_KEYWORD, workflows.AttrMode: enums.INDEXED_VALUE_TYPE_KEYWORD,
+		workflows.AttrStep: enums.INDEXED_VALUE_TYPE_INT, workflows.AttrHeldOutScore: enums.INDEXED_VALUE_TYPE_DOUBLE,
+	}
+	for {
+		missing := map[string]enums.IndexedValueType{}
+		resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: testNamespace})
+		if err == nil {
+			for k, v := range want {
+				if _, ok := resp.GetCustomAttributes()[k]; !ok {
+					missing[k] = v
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+			_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+				Namespace: testNamespace, SearchAttributes: missing})
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace %s not ready: %v", testNamespace, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// wmrl runs a command with the stack's flags.
+func (e *itEnv) wmrl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, _, err := runCmd(t.Context(), append(args, e.flags...)...)
+	return out, err
+}
+
+// wmrlJSON runs a command with --json and decodes its object into v.
+func (e *itEnv) wmrlJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, err := e.wmrl(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("wmrl %v: %v\n%s", args, err, out)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("wmrl %v --json: %v\n%s", args, err, out)
+	}
+}
+
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%04x", prefix, time.Now().Unix(), rand.Uint32()&0xffff)
+}
+
+// waitFor polls cond until it holds or a minute passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *itEnv) status(t *testing.T, run string) statusReport {
+	t.Helper()
+	var s statusReport
+	e.wmrlJSON(t, &s, "status", run)
+	return s
+}
+
+func TestIntegration(t *testing.T) {
+	e := integration(t)
+	t.Run("tiny", func(t *testing.T) { testTiny(t, e) })
+	t.Run("control", func(t *testing.T) { testControl(t, e) })
+	t.Run("detach", func(t *testing.T) { testDetach(t, e) })
+	t.Run("resume-from", func(t *testing.T) { testResumeFrom(t, e) })
+}
+
+// testTiny runs the tiny preset to its end and reads it back with status,
+// list and inspect.
+func testTiny(t *testing.T, e *itEnv) {
+	name := uniqueName("tiny")
+	out, err := e.wmrl(t, "run", "--preset", "tiny", "--name", name, "--poll", "100ms")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	t.Logf("wmrl run --preset tiny --name %s:\n%s", name, out)
+	for _, w := range []string{"started run " + name, "step 0: rho", "step 2: rho", "[3/3, ETA",
+		"run " + name + " ended: completed", "held-out", "ui           http://ui.test:8233/namespaces/" + testNamespace + "/workflows/" + name} {
+		if !strings.Contains(out, w) {
+			t.Errorf("run output lacks %q", w)
+		}
+	}
+
+	s := e.status(t, name)
+	if s.Run != name || s.State != "completed" || s.Workflow != wfCompleted || s.Mode != "wmrl" || s.Step != 3 || s.Steps != 3 ||
+		s.Result == nil || s.Result.Steps != 3 || s.HeldOut == nil || s.Checkpoint.Version != 3 || s.Last == nil || s.Last.Step != 2 {
+		t.Errorf("status %+v", s)
+	}
+	if s.Calibration == nil || s.Calibration.Step != 2 || s.Calibration.Pairs == 0 {
+		t.Errorf("calibration %+v", s.Calibration)
+	}
+	// A duplicate name is refused, before anything starts.
+	if _, err := e.wmrl(t, "run", "--preset", "tiny", "--name", name); err == nil || !strings.Contains(err.Error(), "taken by an earlier run") {
+		t.Errorf("second run named %s: %v", name, err)
+	}
+
+	var l listReport
+	e.wmrlJSON(t, &l, "list")
+	found := false
+	for _, r := range l.Runs {
+		if r.Run == name {
+			found = true
+			if r.State != "completed" || r.Workflow != wfCompleted || r.Step != 3 || r.Steps != 3 || r.Mode != "wmrl" {
+				t.Errorf("list entry %+v", r)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("list lacks %s: %+v", name, l)
+	}
+
+	var in inspectReport
+	e.wmrlJSON(t, &in, "inspect", name)
+	if in.Step != 2 || in.Status != store.StepCompleted || len(in.Trajectories) != 16 || in.Rho == nil || in.Calibration == nil ||
+		in.Checkpoint == nil || in.Checkpoint.Version != 3 || in.Cost.Trajectories != 16 {
+		t.Errorf("inspect: step %d status %s, %d trajectories, rho %v, calibration %v, checkpoint %v, cost %+v",
+			in.Step, in.Status, len(in.Trajectories), in.Rho, in.Calibration, in.Checkpoint, in.Cost)
+	}
+	executedAnchors := 0
+	for _, tr := range in.Trajectories {
+		if tr.Anchor && tr.Real != nil {
+			executedAnchors++
+		}
+		if tr.WM == nil || tr.Calibrated == nil || tr.Program == "" {
+			t.Errorf("trajectory without scores: %+v", tr)
+		}
+	}
+	if executedAnchors == 0 || len(in.AnchorPairs) != executedAnchors {
+		t.Errorf("%d anchor pairs, %d executed anchor trajectories", len(in.AnchorPairs), executedAnchors)
+	}
+	text, err := e.wmrl(t, "inspect", name, "--step", "0", "--limit", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wmrl inspect %s --step 0 --limit 3:\n%s", name, text)
+	for _, w := range []string{"step 0: completed", "trajectories (16):", "... 13 more", "anchor pairs ("} {
+		if !strings.Contains(text, w) {
+			t.Errorf("inspect text lacks %q", w)
+		}
+	}
+	if _, err := e.wmrl(t, "inspect", name, "--step", "7"); err == nil || !strings.Contains(err.Error(), "no step 7") {
+		t.Errorf("inspect --step 7: %v", err)
+	}
+	if _, err := e.wmrl(t, "status", "no-such-run"); err == nil || !strings.Contains(err.Error(), `no run "no-such-run"`) {
+		t.Errorf("status of an unknown run: %v", err)
+	}
+}
+
+// testControl pauses, changes the anchor fraction, resumes and stops a run.
+func testControl(t *testing.T, e *itEnv) {
+	name := uniqueName("ctl")
+	cfg := writeFile(t, "ctl.yaml", "steps: 40\n")
+	var started runReport
+	e.wmrlJSON(t, &started, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach")
+	if !started.Detached || started.Run != name || started.TemporalRunID == "" || started.Status.Steps != 40 {
+		t.Errorf("run --detach: %+v", started)
+	}
+	if _, err := e.wmrl(t, "run", "--preset", "tiny", "--name", name); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("a second run with a running name: %v", err)
+	}
+
+	out, err := e.wmrl(t, "pause", name)
+	if err != nil || !strings.Contains(out, "sent pause to run "+name) {
+		t.Fatalf("pause: %v %q", err, out)
+	}
+	waitFor(t, "paused in Postgres", func() bool {
+		r, err := e.st.Run(t.Context(), name)
+		return err == nil && r.State == store.RunPaused
+	})
+	s := e.status(t, name)
+	if s.State != workflows.StatePaused || s.Source != sourceQuery {
+		t.Errorf("status while paused: %+v", s)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if again := e.status(t, name); again.Step != s.Step {
+		t.Errorf("a paused run went on: step %d -> %d", s.Step, again.Step)
+	}
+
+	var rej fractionReport
+	out, err = e.wmrl(t, "set-anchor-fraction", name, "1.5", "--json")
+	if err == nil || !strings.Contains(err.Error(), "anchor fraction must be in [0,1], got 1.5") {
+		t.Errorf("set-anchor-fraction 1.5: %v", err)
+	}
+	if jerr := json.Unmarshal([]byte(out), &rej); jerr != nil || rej.Accepted || !strings.Contains(rej.Reason, "must be in [0,1]") {
+		t.Errorf("rejected --json %q: %v", out, jerr)
+	}
+	var acc fractionReport
+	e.wmrlJSON(t, &acc, "set-anchor-fraction", name, "0.5")
+	if !acc.Accepted || acc.Previous == nil || *acc.Previous != 0.25 || acc.Fraction != 0.5 {
+		t.Errorf("accepted %+v", acc)
+	}
+	if s := e.status(t, name); s.AnchorFraction != 0.5 {
+		t.Errorf("anchor fraction after the update: %v", s.AnchorFraction)
+	}
+
+	if out, err := e.wmrl(t, "resume", name); err != nil || !strings.Contains(out, "sent resume") {
+		t.Fatalf("resume: %v %q", err, out)
+	}
+	waitFor(t, "a step after resume", func() bool { return e.status(t, name).Step > s.Step })
+	if out, err := e.wmrl(t, "stop", name); err != nil || !strings.Contains(out, "stops after its current step") {
+		t.Fatalf("stop: %v %q", err, out)
+	}
+	waitFor(t, "completion after stop", func() bool { return e.status(t, name).Workflow == wfCompleted })
+	s = e.status(t, name)
+	if s.Result == nil || !s.Result.Stopped || s.Step >= 40 || s.State != "completed" {
+		t.Errorf("stopped run: %+v, result %+v", s, s.Result)
+	}
+	if _, err := e.wmrl(t, "pause", name); err == nil || !strings.Contains(err.Error(), "is not running (workflow completed)") {
+		t.Errorf("pause of a completed run: %v", err)
+	}
+}
+
+// testResumeFrom terminates a run mid-way and resumes it; the resumed run
+// ends with the checkpoint of an uninterrupted run with the same seed.
+func testResumeFrom(t *testing.T, e *itEnv) {
+	cfg := writeFile(t, "rf.yaml", "steps: 4\n")
+	whole := uniqueName("whole")
+	var w runReport
+	e.wmrlJSON(t, &w, "run", "--preset", "tiny", "--config", cfg, "--name", whole, "--poll", "100ms")
+	if w.Detached || w.Status.State != "completed" || w.Status.Step != 4 {
+		t.Fatalf("uninterrupted run: %+v", w)
+	}
+
+	name := uniqueName("cut")
+	var started runReport
+	e.wmrlJSON(t, &started, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach")
+	waitFor(t, "two completed steps", func() bool {
+		last, ok, err := e.st.LastCompletedStep(t.Context(), name)
+		return err == nil && ok && last >= 1
+	})
+	if _, err := e.wmrl(t, "resume-from", name); err == nil || !strings.Contains(err.Error(), "is still running") {
+		t.Errorf("resume-from a running run: %v", err)
+	}
+	if err := e.tc.TerminateWorkflow(t.Context(), name, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	last, _, err := e.st.LastCompletedStep(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last >= 3 {
+		t.Skipf("run %s completed before it was terminated", name)
+	}
+	s := e.status(t, name)
+	if s.Workflow != wfTerminated || s.State != wfTerminated || s.Source != sourcePostgres || s.Step != last+1 {
+		t.Errorf("status of a terminated run: %+v", s)
+	}
+
+	out, err := e.wmrl(t, "resume-from", name, "--poll", "100ms")
+	if err != nil {
+		t.Fatalf("resume-from: %v\n%s", err, out)
+	}
+	t.Logf("wmrl resume-from %s:\n%s", name, out)
+	next := fmt.Sprintf("%s-resume-%d", name, last+1)
+	if !strings.Contains(out, fmt.Sprintf("started run %s from run %s after step %d", next, name, last)) ||
+		strings.Contains(out, fmt.Sprintf("step %d: rho", last)) || !strings.Contains(out, "step 3: rho") {
+		t.Errorf("resume-from output:\n%s", out)
+	}
+	r := e.status(t, next)
+	if r.State != "completed" || r.Step != 4 || r.ResumedFrom != name || r.ResumedStep == nil || *r.ResumedStep != last {
+		t.Errorf("resumed run status %+v", r)
+	}
+	if r.Checkpoint != w.Status.Checkpoint {
+		t.Errorf("resumed run ends at checkpoint %+v, the uninterrupted one at %+v", r.Checkpoint, w.Status.Checkpoint)
+	}
+	ck, err := e.st.Checkpoints(t.Context(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range ck {
+		if c.Version != i {
+			t.Errorf("checkpoint versions of %s not contiguous: %+v", next, ck)
+			break
+		}
+	}
+	if old, err := e.st.Run(t.Context(), name); err != nil || old.State != store.RunTerminated {
+		t.Errorf("old run's recorded state: %+v %v", old.State, err)
+	}
+	if _, err := e.wmrl(t, "resume-from", whole); err == nil || !strings.Contains(err.Error(), "completed all its 4 steps") {
+		t.Errorf("resume-from a completed run: %v", err)
+	}
+	if _, err := e.wmrl(t, "resume-from", name); err == nil || !strings.Contains(err.Error(), "taken by an earlier run") {
+		t.Errorf("resume-from twice to the same name: %v", err)
+	}
+}
+
+// testDetach interrupts wmrl run (as Ctrl-C does, by cancelling its
+// context): the command detaches and the run goes on.
+func testDetach(t *testing.T, e *itEnv) {
+	name := uniqueName("detach")
+	cfg := writeFile(t, "d.yaml", "steps: 40\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		for {
+			last, ok, err := e.st.LastCompletedStep(t.Context(), name)
+			if err != nil || (ok && last >= 0) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	out, _, err := runCmd(ctx, append([]string{"run", "--preset", "tiny", "--config", cfg, "--name", name, "--poll", "100ms"}, e.flags...)...)
+	cancel()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	t.Logf("wmrl run interrupted:\n%s", out)
+	for _, w := range []string{"step 0: rho", "detached from run " + name + " at step", "it goes on", "wmrl stop " + name} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	s := e.status(t, name)
+	if s.Workflow != wfRunning {
+		t.Errorf("run after detaching: %+v", s)
+	}
+	if _, err := e.wmrl(t, "stop", name); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "completion after stop", func() bool { return e.status(t, name).Workflow == wfCompleted })
+}
