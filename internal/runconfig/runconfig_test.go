@@ -186,3 +186,21 @@ func TestProblemsNamesEveryField(t *testing.T) {
 		t.Errorf("Decode of an unknown field = %v", err)
 	}
 }
+
+func TestBenchPresets(t *testing.T) {
+	for _, name := range BenchPresetNames() {
+		c, err := BenchPreset(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if c.Name != "bench-"+name {
+			t.Errorf("%s: name %q", name, c.Name)
+		}
+	}
+	if _, err := BenchPreset("huge"); err == nil || !strings.Contains(err.Error(), "tiny, small, full") {
+		t.Errorf("unknown preset: %v", err)
+	}
+}

@@ -1,0 +1,55 @@
+package runconfig
+
+import (
+	"fmt"
+	"strings"
+)
+
+// benchPresetNames lists the benchmark presets in a fixed order.
+var benchPresetNames = []string{"tiny", "small", "full"}
+
+// BenchPresetNames returns the valid presets of `wmrl bench reproduce`.
+func BenchPresetNames() []string { return append([]string(nil), benchPresetNames...) }
+
+// BenchPreset returns the base configuration of every run of a benchmark
+// (`wmrl bench reproduce`); the benchmark sets each run's name, mode and
+// seed. All modes of a benchmark share every other field.
+//
+//   - tiny (tests): 2 steps of 4 groups of 4, one anchor group, held-out
+//     avg@2 on 2 tasks at the end.
+//   - small: 30 steps of 8 groups of 8, one anchor group per step (1/8),
+//     held-out avg@8 on 6 tasks every 10 steps; sized for 6 modes × 3
+//     seeds within 60 minutes on 2 cores (probe on a loaded 2-core
+//     machine, docker sandbox, one worker: a grpo step of 64 executions
+//     took about 13 s, an anchor-mode step about 2 s, a wm step 0.5 s, a
+//     held-out evaluation of 48 programs about 9 s).
+//   - full: Default (200 steps of 32 groups of 8, a tenth of the groups
+//     anchors, held-out avg@8 on every held-out task every 20 steps), for
+//     bigger machines.
+func BenchPreset(name string) (Config, error) {
+	c := Default()
+	c.Name = "bench-" + name
+	switch name {
+	case "tiny":
+		c.Steps, c.Groups, c.Samples = 2, 4, 4
+		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
+		c.Debias.MinPairs = 4
+		c.Denoise = Denoise{HalfLife: 2, Warmup: 1, RhoMax: 10}
+		c.Policy.Hidden = 16
+		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
+		c.ContinueAsNewEvery = 1
+		c.Parallelism = 4
+	case "small":
+		c.Steps, c.Groups, c.Samples = 30, 8, 8
+		c.Anchors = Anchors{Fraction: 0.125, Min: 1}
+		c.Debias.MinPairs = 16
+		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10}
+		c.Eval = Eval{Every: 10, Samples: 8, Tasks: 6}
+		c.ContinueAsNewEvery = 10
+		c.Parallelism = 4
+	case "full":
+	default:
+		return Config{}, fmt.Errorf("unknown benchmark preset %q: valid presets are %s", name, strings.Join(benchPresetNames, ", "))
+	}
+	return c, nil
+}
