@@ -70,6 +70,8 @@ type Input struct {
 	SuiteSeed uint64
 	Steps     int
 	Records   []Record
+	// Notes are printed in results.md (runs left out, how they failed).
+	Notes []string
 }
 
 // Run is one (mode, seed) object of results.json.

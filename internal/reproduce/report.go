@@ -71,8 +71,9 @@ func yesNo(v bool) string {
 }
 
 // Markdown writes results.md: the header, the main table, the ablation
-// table, the other measured quantities and the goal checks.
-func Markdown(w io.Writer, res Results, s Summary, plots []string) error {
+// table, the other measured quantities, the goal checks, the notes and the
+// plots.
+func Markdown(w io.Writer, res Results, s Summary, notes, plots []string) error {
 	var b bytes.Buffer
 	h := res.Header
 	fmt.Fprintf(&b, "# wmrl bench reproduce: %s preset\n\n", res.Preset)
@@ -118,6 +119,12 @@ func Markdown(w io.Writer, res Results, s Summary, plots []string) error {
 	for _, g := range s.Goals {
 		fmt.Fprintf(&b, "- **%s**: %s (%s)\n", g.Status, g.Name, g.Detail)
 	}
+	if len(notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
 	if len(plots) > 0 {
 		b.WriteString("\n## Plots\n\n")
 		for _, p := range plots {
@@ -148,7 +155,7 @@ func WriteAll(dir string, in Input) (Results, Summary, []string, error) {
 	if err := WriteJSON(&js, res); err != nil {
 		return res, s, nil, err
 	}
-	if err := Markdown(&md, res, s, plots); err != nil {
+	if err := Markdown(&md, res, s, in.Notes, plots); err != nil {
 		return res, s, nil, err
 	}
 	files := []struct {
