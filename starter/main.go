@@ -36,5 +36,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newSetAnchorFractionCmd())
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newResumeFromCmd())
+	root.AddCommand(newBenchCmd())
 	return root
 }

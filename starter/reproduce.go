@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/client"
+
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/reproduce"
+	"github.com/wmrl/wmrl/internal/reproduce/collect"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// benchOptions are the flags of wmrl bench reproduce.
+type benchOptions struct {
+	conn
+	preset string
+	seeds  int
+	out    string
+	id     string
+	steps  int
+	poll   time.Duration
+}
+
+func newBenchCmd() *cobra.Command {
+	bench := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks of wmrl on the real stack",
+		Args:  cobra.NoArgs,
+	}
+	bench.AddCommand(newReproduceCmd())
+	return bench
+}
+
+func newReproduceCmd() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "reproduce [--preset small|full] [--seeds N] [--out DIR] [--json]",
+		Short: "Reproduce the paper's table: every mode, the same steps and seeds, through Temporal, Postgres and the sandbox",
+		Long: `reproduce runs the modes grpo, wm, wmrl, mix, debias and denoise, each for
+seeds 1..N, with the same configuration (the benchmark preset: ` + strings.Join(runconfig.BenchPresetNames(), ", ") + `;
+tiny is for tests), as durable runs on Temporal served by the running
+wmrl-worker processes, one run after another so that every run has the same
+workers. Then it reads the runs from Postgres and writes to --out:
+
+  results.json  {"header", "preset", "suite_seed", "steps", "runs": [...]}, one
+                object per mode and seed (held-out score, training executions
+                and their sandbox CPU and wall seconds, held-out evaluation
+                cost apart, world-model calls, wall seconds, final rho, bias
+                removed, anchor fraction)
+  results.md    the table (execution cost, held-out score mean ± sd over seeds,
+                cost reduction versus grpo), the ablation table and the goals,
+                each marked met or missed from the numbers
+  *.png         held-out score versus step and versus sandbox CPU-seconds for
+                every mode; rho and bias over the steps of wmrl
+
+Every run has a fixed id, <id>-<mode>-s<seed> (--id, default bench-<preset>),
+so an interrupted benchmark resumes: a completed run is collected, a running
+one followed, a missing one started. A failed run is reported and left out;
+the command then fails after writing the others. Ctrl-C stops following; the
+runs go on in Temporal, and the same command resumes. Progress goes to stderr.
+--steps overrides the preset's number of steps (for a quick check; use
+another --id). --json prints results.json to stdout instead of the table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &o) },
+	}
+	o.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.preset, "preset", "small", "benchmark preset: "+strings.Join(runconfig.BenchPresetNames(), ", "))
+	f.IntVar(&o.seeds, "seeds", 3, "number of seeds per mode (seeds 1..N)")
+	f.StringVar(&o.out, "out", "docs/results", "directory of the results")
+	f.StringVar(&o.id, "id", "", "benchmark id, the prefix of its run ids (default bench-<preset>)")
+	f.IntVar(&o.steps, "steps", 0, "training steps per run (default: the preset's)")
+	f.DurationVar(&o.poll, "poll", 2*time.Second, "how often to ask the running run for its status")
+	return cmd
+}
+
+// benchRun is one run of a benchmark.
+type benchRun struct {
+	ID   string
+	Mode mode.Mode
+	Seed uint64
+	Cfg  runconfig.Config
+}
+
+// benchPlan returns the runs of a benchmark, seed by seed, modes in
+// mode.All's order.
+func benchPlan(preset, id string, seeds, steps int) ([]benchRun, runconfig.Config, error) {
+	base, err := runconfig.BenchPreset(preset)
+	if err != nil {
+		return nil, base, err
+	}
+	if seeds < 1 || seeds > 1000 {
+		return nil, base, fmt.Errorf("--seeds %d: want 1..1000", seeds)
+	}
+	if steps < 0 {
+		return nil, base, fmt.Errorf("--steps %d: want >= 0", steps)
+	}
+	if steps > 0 {
+		base.Steps = steps
+	}
+	if id == "" {
+		id = base.Name
+	}
+	var plan []benchRun
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		for _, m := range mode.All() {
+			cfg := base
+			cfg.Name, cfg.Mode, cfg.Seed = fmt.Sprintf("%s-%s-s%d", id, m, seed), m, seed
+			if ps := cfg.Problems(); len(ps) > 0 {
+				return nil, base, &configError{source: "benchmark " + id, problems: ps}
+			}
+			plan = append(plan, benchRun{ID: cfg.Name, Mode: m, Seed: seed, Cfg: cfg})
+		}
+	}
+	return plan, base, nil
+}
+
+// benchOutcome is how a run of the benchmark ended.
+type benchOutcome struct {
+	run   benchRun
+	state string // a workflow state (wf*), or "" when unknown
+	note  string
+}
+
+func runBench(cmd *cobra.Command, o *benchOptions) error {
+	plan, base, err := benchPlan(o.preset, o.id, o.seeds, o.steps)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	stderr := cmd.ErrOrStderr()
+	st, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := o.dial(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pr := &benchProgress{w: stderr, tty: isTerminal(stderr), total: len(plan), start: time.Now()}
+	var outcomes []benchOutcome
+	for _, r := range plan {
+		out, err := benchOne(sigCtx, o, tc, st, pr, r)
+		if sigCtx.Err() != nil {
+			pr.clear()
+			return fmt.Errorf("interrupted at run %s: the runs go on in Temporal; the same command resumes the benchmark", r.ID)
+		}
+		if err != nil {
+			pr.clear()
+			return err
+		}
+		outcomes = append(outcomes, out)
+		pr.finish(out)
+	}
+	pr.clear()
+
+	in := reproduce.Input{Header: benchHeader(cmd), Preset: o.preset, SuiteSeed: base.SuiteSeed, Steps: base.Steps}
+	var failed []string
+	for _, oc := range outcomes {
+		if oc.state != wfCompleted {
+			msg := fmt.Sprintf("%s (%s seed %d) %s, left out: %s", oc.run.ID, oc.run.Mode, oc.run.Seed, stateText(oc.state), oc.note)
+			failed = append(failed, msg)
+			in.Notes = append(in.Notes, msg)
+			continue
+		}
+		rec, _, err := collect.Run(ctx, st, oc.run.ID)
+		if err != nil {
+			return err
+		}
+		in.Records = append(in.Records, rec)
+	}
+	if len(in.Records) == 0 {
+		return fmt.Errorf("no run completed:\n  %s", strings.Join(failed, "\n  "))
+	}
+	res, sum, files, err := reproduce.WriteAll(o.out, in)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if o.asJSON {
+		if err := reproduce.WriteJSON(w, res); err != nil {
+			return err
+		}
+	} else {
+		if err := reproduce.Table(w, sum); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		for _, g := range sum.Goals {
+			fmt.Fprintf(w, "%-7s %s (%s)\n", g.Status, g.Name, g.Detail)
+		}
+		fmt.Fprintf(w, "\nwrote %s to %s\n", strings.Join(files, ", "), o.out)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d runs did not complete (left out of the results):\n  %s", len(failed), len(plan), strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+func stateText(s string) string {
+	if s == "" {
+		return "unknown to Temporal"
+	}
+	return s
+}
+
+// benchOne brings one run of the benchmark to its end: collects it if it
+// completed, follows it if it runs, starts it if it is missing.
+func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.Store, pr *benchProgress, r benchRun) (benchOutcome, error) {
+	out := benchOutcome{run: r}
+	wf, err := temporalState(ctx, tc, r.ID)
+	if err != nil {
+		return out, err
+	}
+	stored, err := st.Run(ctx, r.ID)
+	switch {
+	case err == nil:
+		cfg, err := runConfig(stored)
+		if err != nil {
+			return out, err
+		}
+		if !reflect.DeepEqual(cfg, r.Cfg) {
+			return out, fmt.Errorf("run %s exists with another configuration (another preset, --steps or version): choose another --id", r.ID)
+		}
+	case errors.Is(err, store.ErrNotFound):
+	default:
+		return out, err
+	}
+	switch wf {
+	case "":
+		if err == nil {
+			// Known to Postgres but not to Temporal (its history was lost).
+			out.state = wf
+			if stored.State == store.RunCompleted {
+				out.state = wfCompleted
+			}
+			out.note = fmt.Sprintf("recorded in Postgres as %s", stored.State)
+			return out, nil
+		}
+		if _, err := startRun(ctx, tc, workflows.RunInput{RunID: r.ID, Config: r.Cfg}); err != nil {
+			return out, err
+		}
+		pr.line(fmt.Sprintf("started %s", r.ID))
+	case wfRunning:
+		pr.line(fmt.Sprintf("following %s (already running)", r.ID))
+	default:
+		out.state = wf
+		if wf == wfCompleted {
+			out.note = "earlier"
+		}
+		return out, nil
+	}
+	return waitRun(ctx, o, tc, pr, r)
+}
+
+// waitRun follows a running run until its workflow ends.
+func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *benchProgress, r benchRun) (benchOutcome, error) {
+	out := benchOutcome{run: r}
+	began := time.Now()
+	var silent time.Time
+	warned := false
+	for {
+		wf, err := temporalState(ctx, tc, r.ID)
+		if err != nil {
+			return out, err
+		}
+		if wf != wfRunning && wf != wfContinued {
+			out.state = wf
+			if wf != wfCompleted {
+				out.note = "see wmrl status " + r.ID
+			}
+			return out, nil
+		}
+		s, err := queryStatus(ctx, tc, r.ID)
+		switch {
+		case err == nil:
+			silent = time.Time{}
+			pr.current(r, s.Step, s.Steps, time.Since(began))
+		case silent.IsZero():
+			silent = time.Now()
+		case time.Since(silent) > 30*time.Second && !warned && ctx.Err() == nil:
+			pr.line(fmt.Sprintf("%s does not answer (is a wmrl-worker serving %s?): %v", r.ID, workflows.QueueControl, err))
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(o.poll):
+		}
+	}
+}
+
+// benchHeader is the results' header: this command, now, this machine.
+func benchHeader(cmd *cobra.Command) reproduce.Header {
+	args := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" && f.Value.String() == "true" {
+			args = append(args, "--"+f.Name)
+			return
+		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	return reproduce.Header{
+		Command: strings.Join(args, " "),
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Machine: reproduce.Machine{Cores: runtime.NumCPU(), MemoryBytes: memTotal(), GoVersion: runtime.Version(),
+			OS: runtime.GOOS, Arch: runtime.GOARCH},
+	}
+}
+
+// memTotal is the machine's memory from /proc/meminfo (0 when unknown).
+func memTotal() uint64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// benchProgress shows the benchmark's progress on stderr: runs done and the
+// current run's step, redrawn in place on a terminal, a line per step
+// otherwise.
+type benchProgress struct {
+	w        io.Writer
+	tty      bool
+	total    int
+	done     int
+	start    time.Time
+	lastStep string
+	drawn    bool
+}
+
+func (p *benchProgress) clear() {
+	if p.tty && p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
+
+func (p *benchProgress) line(s string) {
+	p.clear()
+	fmt.Fprintf(p.w, "[%d/%d runs, %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), s)
+}
+
+func (p *benchProgress) current(r benchRun, step, steps int, elapsed time.Duration) {
+	s := fmt.Sprintf("%s: step %d/%d (%s)", r.ID, step, steps, elapsed.Round(time.Second))
+	if p.tty {
+		p.clear()
+		fmt.Fprintf(p.w, "[%d/%d runs, %s] %s", p.done, p.total, time.Since(p.start).Round(time.Second), s)
+		p.drawn = true
+		return
+	}
+	key := fmt.Sprintf("%s/%d", r.ID, step)
+	if key != p.lastStep {
+		p.lastStep = key
+		p.line(s)
+	}
+}
+
+func (p *benchProgress) finish(o benchOutcome) {
+	p.done++
+	p.line(strings.TrimSpace(fmt.Sprintf("%s %s %s", o.run.ID, stateText(o.state), o.note)))
+}
