@@ -220,7 +220,7 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 	// still need a live context.
 	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
-	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1}
+	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1, heldOut: from}
 	printed := from       // steps whose line is printed (or that an earlier run did)
 	var failing time.Time // since when the status query fails
 	warned := false
@@ -328,10 +328,17 @@ func printSteps(ctx context.Context, st *store.Store, bar *progress, run string,
 			var h *workflows.HeldOut
 			if s.HeldOut != nil && s.HeldOut.Version == step+1 {
 				h = s.HeldOut
+				bar.heldOut = h.Version
 			}
 			bar.step(stepLine(sum, h), step+1)
 			printed = step + 1
 		}
+	}
+	// An evaluation ends after its step's line was printed.
+	if h := s.HeldOut; h != nil && h.Version > bar.heldOut && h.Version <= printed {
+		bar.line(fmt.Sprintf("held-out after step %d: %.3f (checkpoint %d, %d tasks, %d samples)",
+			h.Version-1, h.Score, h.Version, h.Tasks, h.Samples))
+		bar.heldOut = h.Version
 	}
 	bar.draw(s.Step)
 	return printed, nil
@@ -348,6 +355,8 @@ type progress struct {
 	// before the first answer); done the number now.
 	first, done int
 	drawn       bool
+	// heldOut is the checkpoint version of the last held-out score shown.
+	heldOut int
 }
 
 func (p *progress) eta() string {

@@ -81,10 +81,18 @@ func (c *conn) dial(ctx context.Context, stderr io.Writer) (client.Client, error
 	return tc, nil
 }
 
-// open connects to Postgres.
+// open connects to Postgres and checks that the schema is there.
 func (c *conn) open(ctx context.Context) (*store.Store, error) {
 	c.resolve()
-	return store.Open(ctx, c.databaseURL)
+	st, err := store.Open(ctx, c.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if ms, err := st.Applied(ctx); err != nil || len(ms) == 0 {
+		st.Close()
+		return nil, fmt.Errorf("the database has no wmrl schema: run `wmrl migrate` first (%v)", err)
+	}
+	return st, nil
 }
 
 // runURL is the Web UI page of a run's workflow.
