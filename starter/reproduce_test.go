@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/reproduce"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+	"github.com/wmrl/wmrl/workflows"
+)
+
+// benchNamespace keeps the benchmark test's tasks away from the workers of
+// any other test process on the same server.
+const benchNamespace = "wmrl-bench-test"
+
+func TestBenchPlan(t *testing.T) {
+	plan, base, err := benchPlan("tiny", "b1", 2, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 12 || base.Steps != 5 {
+		t.Fatalf("%d runs, %d steps", len(plan), base.Steps)
+	}
+	if r := plan[2]; r.ID != "b1-wmrl-s1" || r.Mode != mode.WMRL || r.Seed != 1 || r.Cfg.Name != r.ID || r.Cfg.Seed != 1 || r.Cfg.Steps != 5 {
+		t.Errorf("run 2: %+v", r)
+	}
+	if r := plan[6]; r.ID != "b1-grpo-s2" {
+		t.Errorf("run 6: %s", r.ID)
+	}
+	def, _, err := benchPlan("small", "", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := runconfig.BenchPreset("small")
+	if def[0].ID != "bench-small-grpo-s1" || def[0].Cfg.Steps != small.Steps {
+		t.Errorf("default id: %+v", def[0])
+	}
+	for _, give := range [][]any{{"huge", "", 1, 0}, {"tiny", "", 0, 0}, {"tiny", "", 1, -1}, {"tiny", "has space", 1, 0}} {
+		if _, _, err := benchPlan(give[0].(string), give[1].(string), give[2].(int), give[3].(int)); err == nil {
+			t.Errorf("benchPlan%v accepted", give)
+		}
+	}
+}
+
+// benchStack starts workers for all five queues in this process on a real
+// Temporal server (namespace benchNamespace) with a fresh Postgres database,
+// the small test suite and the in-process sandbox, and returns the store
+// and the connection flags. It skips without a server, except in CI.
+func benchStack(t *testing.T) (*store.Store, []string) {
+	t.Helper()
+	addr := envOr("TEMPORAL_ADDRESS", defaultAddress)
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no Temporal server at %s in CI: %v", addr, err)
+		}
+		t.Skipf("no Temporal server at %s (start one with deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
+	}
+	c.Close()
+	dsn := migrateTestDB(t)
+	st, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	registerNamespace(t, addr, benchNamespace)
+	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: benchNamespace, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{}, DataDir: t.TempDir()}
+	for _, name := range workflows.QueueNames() {
+		q, _ := workflows.Queue(name)
+		w := worker.New(tc, q, worker.Options{})
+		if q == workflows.QueueControl {
+			w.RegisterWorkflow(workflows.TrainingRun)
+			w.RegisterWorkflow(workflows.TrainingStep)
+		}
+		w.RegisterActivity(acts)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	return st, []string{"--address", addr, "--namespace", benchNamespace, "--database-url", dsn}
+}
+
+// registerNamespace registers ns with wmrl's search attributes unless it
+// exists, and waits until it is usable.
+func registerNamespace(t *testing.T, addr, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	_, err = tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		t.Fatal(err)
+	}
+	attrs := []struct {
+		name string
+		typ  enums.IndexedValueType
+	}{
+		{workflows.AttrRunName, enums.INDEXED_VALUE_TYPE_KEYWORD}, {workflows.AttrMode, enums.INDEXED_VALUE_TYPE_KEYWORD},
+		{workflows.AttrStep, enums.INDEXED_VALUE_TYPE_INT}, {workflows.AttrHeldOutScore, enums.INDEXED_VALUE_TYPE_DOUBLE},
+	}
+	for {
+		resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+		if err == nil {
+			missing := map[string]enums.IndexedValueType{}
+			for _, a := range attrs {
+				if _, ok := resp.GetCustomAttributes()[a.name]; !ok {
+					missing[a.name] = a.typ
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+			_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+				Namespace: ns, SearchAttributes: missing})
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace %s not ready: %v", ns, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// TestBenchReproduce runs the tiny benchmark (one seed, every mode) through
+// the real stack and checks its bookkeeping against the database: the
+// executions of each mode are the trajectories graded by real execution
+// (all of them in grpo, the anchor groups' in the anchor modes, none in
+// wm), held-out evaluation is counted apart, and running the command again
+// collects the finished runs instead of starting them over.
+func TestBenchReproduce(t *testing.T) {
+	st, flags := benchStack(t)
+	ctx := t.Context()
+	id := uniqueName("bt")
+	dir := filepath.Join(t.TempDir(), "results")
+	args := append([]string{"bench", "reproduce", "--preset", "tiny", "--seeds", "1", "--id", id, "--out", dir,
+		"--poll", "100ms", "--json"}, flags...)
+	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	stdout, stderr, err := runCmd(runCtx, args...)
+	if err != nil {
+		t.Fatalf("bench reproduce: %v\n%s", err, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, reproduce.FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := reproduce.DecodeResults(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if printed, err := reproduce.DecodeResults(strings.NewReader(stdout)); err != nil || printed.Header != res.Header {
+		t.Errorf("--json output is not results.json: %v", err)
+	}
+	cfg, _ := runconfig.BenchPreset("tiny")
+	if res.Preset != "tiny" || res.Steps != cfg.Steps || res.SuiteSeed != cfg.SuiteSeed || len(res.Runs) != len(mode.All()) {
+		t.Fatalf("results: preset %s, %d steps, suite %d, %d runs", res.Preset, res.Steps, res.SuiteSeed, len(res.Runs))
+	}
+	if !strings.Contains(res.Header.Command, "--id="+id) || res.Header.Machine.Cores < 1 {
+		t.Errorf("header %+v", res.Header)
+	}
+	G, n := cfg.Groups, cfg.Samples
+	evalPerRun := cfg.Eval.Tasks * cfg.Eval.Samples // one evaluation, at the end
+	for i, r := range res.Runs {
+		if r.Mode != mode.All()[i] || r.Seed != 1 {
+			t.Fatalf("run %d: %s seed %d", i, r.Mode, r.Seed)
+		}
+		runID := id + "-" + string(r.Mode) + "-s1"
+		c, err := st.Count(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := st.Steps(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the workflow says it executed, what the trajectories table
+		// holds, and what the anchor choice implies must all agree.
+		graded, anchorGroups, anchorExecuted := 0, 0, 0
+		for _, s := range steps {
+			graded += int(s.Metrics["executed"] - s.Metrics["ungraded"])
+			anchorGroups += int(s.Metrics["anchor_groups"])
+			ts, err := st.StepTrajectories(ctx, runID, s.Step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range ts {
+				switch {
+				case tr.Exec != nil && tr.Anchor:
+					anchorExecuted++
+				case tr.Exec != nil && r.Mode != mode.GRPO:
+					t.Errorf("%s step %d: trajectory %d/%d executed but not an anchor", r.Mode, s.Step, tr.Group, tr.Sample)
+				}
+			}
+		}
+		if len(steps) != cfg.Steps || c.Trajectories != cfg.Steps*G*n {
+			t.Errorf("%s: %d steps, %d trajectories", r.Mode, len(steps), c.Trajectories)
+		}
+		if r.Executions != c.Executed || r.Executions != graded {
+			t.Errorf("%s: %d executions in results, %d executed trajectories, %d graded per the steps", r.Mode, r.Executions, c.Executed, graded)
+		}
+		if r.EvalExecutions != c.Evaluations || r.EvalExecutions != evalPerRun {
+			t.Errorf("%s: %d eval executions in results, %d stored, want %d", r.Mode, r.EvalExecutions, c.Evaluations, evalPerRun)
+		}
+		switch pc := r.Mode.Pieces(); {
+		case pc.ExecuteAll:
+			if r.Executions != cfg.Steps*G*n || r.WMCalls != 0 {
+				t.Errorf("grpo: %d executions, %d wm calls; want every trajectory executed, none scored", r.Executions, r.WMCalls)
+			}
+		case !pc.Anchors:
+			if r.Executions != 0 || r.SandboxCPUSeconds != 0 || c.Executed != 0 || r.EvalExecutions == 0 {
+				t.Errorf("wm: %d executions (%.3f CPU s), %d executed rows, %d eval executions; want executions only in evaluation",
+					r.Executions, r.SandboxCPUSeconds, c.Executed, r.EvalExecutions)
+			}
+		default:
+			if anchorGroups == 0 || r.Executions != anchorGroups*n || r.Executions != anchorExecuted {
+				t.Errorf("%s: %d executions, %d anchor groups of %d, %d executed anchors", r.Mode, r.Executions, anchorGroups, n, anchorExecuted)
+			}
+		}
+		if r.Mode != mode.GRPO && r.WMCalls != cfg.Steps*G*n {
+			t.Errorf("%s: %d wm calls, want %d", r.Mode, r.WMCalls, cfg.Steps*G*n)
+		}
+	}
+	for _, f := range []string{reproduce.FileMarkdown, reproduce.PlotHeldOutByStep, reproduce.PlotWMRLRho} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Again: every run is collected, none started.
+	_, stderr, err = runCmd(runCtx, args...)
+	if err != nil {
+		t.Fatalf("bench reproduce again: %v\n%s", err, stderr)
+	}
+	if got := strings.Count(stderr, "completed earlier"); got != len(mode.All()) || strings.Contains(stderr, "started") {
+		t.Errorf("second run: %d runs collected, want %d:\n%s", got, len(mode.All()), stderr)
+	}
+	again, err := os.ReadFile(filepath.Join(dir, reproduce.FileJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res2, err := reproduce.DecodeResults(bytes.NewReader(again))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res.Runs {
+		if res2.Runs[i] != res.Runs[i] {
+			t.Errorf("run %d collected again: %+v, first %+v", i, res2.Runs[i], res.Runs[i])
+		}
+	}
+}
