@@ -263,7 +263,7 @@ func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.
 			return out, err
 		}
 		pr.line(fmt.Sprintf("started %s", r.ID))
-	case wfRunning:
+	case wfRunning, wfContinued:
 		pr.line(fmt.Sprintf("following %s (already running)", r.ID))
 	default:
 		out.state = wf
