@@ -49,6 +49,7 @@ func (smallSuites) Suite(ctx context.Context, _ uint64) (*suite.Suite, error) {
 type itEnv struct {
 	tc    client.Client
 	st    *store.Store
+	dsn   string
 	flags []string // --address, --namespace, --database-url, --ui-url
 }
 
@@ -99,7 +100,7 @@ func integration(t *testing.T) *itEnv {
 		}
 		t.Cleanup(w.Stop)
 	}
-	return &itEnv{tc: tc, st: st, flags: []string{"--address", addr, "--namespace", testNamespace, "--database-url", dsn,
+	return &itEnv{tc: tc, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", testNamespace, "--database-url", dsn,
 		"--ui-url", "http://ui.test:8233"}}
 }
 
@@ -231,6 +232,16 @@ func testTiny(t *testing.T, e *itEnv) {
 	}
 	if s.Calibration == nil || s.Calibration.Step != 2 || s.Calibration.Pairs == 0 {
 		t.Errorf("calibration %+v", s.Calibration)
+	}
+	// Without Temporal, status comes from Postgres.
+	var off statusReport
+	out, _, err = runCmd(t.Context(), "status", name, "--json", "--database-url", e.dsn, "--address", "127.0.0.1:1")
+	if err != nil || json.Unmarshal([]byte(out), &off) != nil {
+		t.Fatalf("status without Temporal: %v\n%s", err, out)
+	}
+	if off.Source != sourcePostgres || off.Workflow != "" || off.State != "completed" || off.Step != 3 || off.Rho != s.Rho ||
+		off.Last == nil || off.Last.Metrics != s.Last.Metrics || !strings.Contains(off.Note, "connect to temporal") {
+		t.Errorf("status without Temporal %+v", off)
 	}
 	// A duplicate name is refused, before anything starts.
 	if _, err := e.wmrl(t, "run", "--preset", "tiny", "--name", name); err == nil || !strings.Contains(err.Error(), "taken by an earlier run") {

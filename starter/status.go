@@ -257,7 +257,10 @@ func printStatus(w io.Writer, r statusReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run          %s (mode %s)\n", s.Run, s.Mode)
 	wf := r.Workflow
-	if wf == "" {
+	switch {
+	case wf == "" && r.Note != "":
+		wf = "unknown: Temporal not reached"
+	case wf == "":
 		wf = "unknown to Temporal"
 	}
 	fmt.Fprintf(&b, "state        %s, step %d/%d (workflow %s; from %s)\n", s.State, s.Step, s.Steps, wf, r.Source)
