@@ -182,6 +182,21 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%04x", prefix, time.Now().Unix(), rand.Uint32()&0xffff)
 }
 
+// runName returns a fresh run name; a run of that name still running when
+// the test ends is terminated, so that it never reaches the workers of a
+// later test process.
+func (e *itEnv) runName(t *testing.T, prefix string) string {
+	name := uniqueName(prefix)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if wf, err := temporalState(ctx, e.tc, name); err == nil && wf == wfRunning {
+			_ = e.tc.TerminateWorkflow(ctx, name, "", "test ended")
+		}
+	})
+	return name
+}
+
 // waitFor polls cond until it holds or a minute passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -212,7 +227,7 @@ func TestIntegration(t *testing.T) {
 // testTiny runs the tiny preset to its end and reads it back with status,
 // list and inspect.
 func testTiny(t *testing.T, e *itEnv) {
-	name := uniqueName("tiny")
+	name := e.runName(t, "tiny")
 	out, err := e.wmrl(t, "run", "--preset", "tiny", "--name", name, "--poll", "100ms")
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
@@ -302,7 +317,7 @@ func testTiny(t *testing.T, e *itEnv) {
 
 // testControl pauses, changes the anchor fraction, resumes and stops a run.
 func testControl(t *testing.T, e *itEnv) {
-	name := uniqueName("ctl")
+	name := e.runName(t, "ctl")
 	cfg := writeFile(t, "ctl.yaml", "steps: 40\n")
 	var started runReport
 	e.wmrlJSON(t, &started, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach")
@@ -368,14 +383,14 @@ func testControl(t *testing.T, e *itEnv) {
 // ends with the checkpoint of an uninterrupted run with the same seed.
 func testResumeFrom(t *testing.T, e *itEnv) {
 	cfg := writeFile(t, "rf.yaml", "steps: 4\n")
-	whole := uniqueName("whole")
+	whole := e.runName(t, "whole")
 	var w runReport
 	e.wmrlJSON(t, &w, "run", "--preset", "tiny", "--config", cfg, "--name", whole, "--poll", "100ms")
 	if w.Detached || w.Status.State != "completed" || w.Status.Step != 4 {
 		t.Fatalf("uninterrupted run: %+v", w)
 	}
 
-	name := uniqueName("cut")
+	name := e.runName(t, "cut")
 	var started runReport
 	e.wmrlJSON(t, &started, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach")
 	waitFor(t, "two completed steps", func() bool {
@@ -441,7 +456,7 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 // testDetach interrupts wmrl run (as Ctrl-C does, by cancelling its
 // context): the command detaches and the run goes on.
 func testDetach(t *testing.T, e *itEnv) {
-	name := uniqueName("detach")
+	name := e.runName(t, "detach")
 	cfg := writeFile(t, "d.yaml", "steps: 40\n")
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
