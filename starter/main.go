@@ -1,5 +1,7 @@
-// Command wmrl is the command line of wmrl: offline calibration audits, the
-// built-in suite, and (later) training runs on Temporal.
+// Command wmrl is the command line of wmrl: durable training runs on
+// Temporal (run, status, list, pause, resume, stop, set-anchor-fraction,
+// inspect, resume-from), the database schema (migrate), offline calibration
+// audits, the built-in suite and its world model.
 package main
 
 import (
