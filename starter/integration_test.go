@@ -476,7 +476,8 @@ func testDetach(t *testing.T, e *itEnv) {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
 	t.Logf("wmrl run interrupted:\n%s", out)
-	for _, w := range []string{"step 0: rho", "detached from run " + name + " at step", "it goes on", "wmrl stop " + name} {
+	for _, w := range []string{"step 0: rho", "detached from run " + name + " at step", "it goes on", "wmrl stop " + name,
+		"wmrl status " + name + " --follow"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q", w)
 		}
@@ -488,5 +489,11 @@ func testDetach(t *testing.T, e *itEnv) {
 	if _, err := e.wmrl(t, "stop", name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "completion after stop", func() bool { return e.status(t, name).Workflow == wfCompleted })
+	// status --follow follows it again, to its end.
+	var f runReport
+	e.wmrlJSON(t, &f, "status", name, "--follow", "--poll", "100ms")
+	if f.Detached || f.Run != name || f.TemporalRunID == "" || f.Status.Workflow != wfCompleted || f.Status.Result == nil ||
+		!f.Status.Result.Stopped {
+		t.Errorf("status --follow: %+v", f)
+	}
 }

@@ -278,8 +278,8 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 		}
 	} else if rep.Detached {
 		fmt.Fprintf(out, "detached from run %s at step %d/%d; it goes on.\n", run, final.Step, final.Steps)
-		fmt.Fprintf(out, "  status:  wmrl status %s\n  pause:   wmrl pause %s\n  stop:    wmrl stop %s\n  ui:      %s\n",
-			run, run, run, rep.URL)
+		fmt.Fprintf(out, "  follow:  wmrl status %s --follow\n  status:  wmrl status %s\n  pause:   wmrl pause %s\n  stop:    wmrl stop %s\n  ui:      %s\n",
+			run, run, run, run, rep.URL)
 	} else {
 		fmt.Fprintf(out, "run %s ended: %s\n", run, final.State)
 		if err := printStatus(out, final); err != nil {

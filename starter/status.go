@@ -44,9 +44,13 @@ type statusReport struct {
 }
 
 func newStatusCmd() *cobra.Command {
-	var c conn
+	var (
+		c         conn
+		followRun bool
+		poll      time.Duration
+	)
 	cmd := &cobra.Command{
-		Use:   "status RUN [--json]",
+		Use:   "status RUN [--follow] [--json]",
 		Short: "Show where a training run stands",
 		Long: `status asks a running run's workflow for its status (query "status"): state
 (running, paused, stopping, completed), mode, completed steps of planned steps,
@@ -56,10 +60,17 @@ running (or whose workers do not answer) is described from Postgres and, when it
 completed, from its workflow result; "workflow" then says what Temporal reports
 (completed, failed, terminated, ...).
 
+--follow follows a running run as wmrl run does (progress, one line per
+completed step) until it ends; Ctrl-C detaches again. With --json it then prints
+the object of wmrl run --json.
+
 --json prints one object with at least run, state, mode, step and steps.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if followRun {
+				return followStatus(cmd, &c, args[0], poll)
+			}
 			rep, err := runStatus(ctx, &c, args[0], cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -71,7 +82,43 @@ completed, from its workflow result; "workflow" then says what Temporal reports
 		},
 	}
 	c.register(cmd)
+	cmd.Flags().BoolVar(&followRun, "follow", false, "follow a running run as wmrl run does, until it ends (Ctrl-C detaches)")
+	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to ask the run for its status (with --follow)")
 	return cmd
+}
+
+// followStatus follows a running run from where it stands; a run that is
+// not running gets its status printed.
+func followStatus(cmd *cobra.Command, c *conn, run string, poll time.Duration) error {
+	ctx := cmd.Context()
+	st, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := c.dial(ctx, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	now, err := statusOf(ctx, c, tc, st, run)
+	if err != nil {
+		return err
+	}
+	if now.Workflow != wfRunning {
+		if c.asJSON {
+			return writeJSON(cmd.OutOrStdout(), now)
+		}
+		return printStatus(cmd.OutOrStdout(), now)
+	}
+	if !c.asJSON {
+		fmt.Fprintf(cmd.OutOrStdout(), "following run %s from step %d/%d\n", run, now.Step, now.Steps)
+	}
+	var temporalRunID string
+	if d, err := tc.DescribeWorkflowExecution(ctx, run, ""); err == nil {
+		temporalRunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	return follow(cmd, c, tc, st, temporalRunID, now.Status, false, poll)
 }
 
 // runStatus answers wmrl status: the query when the run's workflow runs,
