@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean
+.PHONY: all build test bench fmt vet clean demo demo-stop
 
 all: build
 
@@ -27,3 +27,9 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+demo:
+	bash deploy/demo.sh
+
+demo-stop:
+	bash deploy/demo.sh stop

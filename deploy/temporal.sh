@@ -10,13 +10,15 @@
 # TEMPORAL_UI_PORT (8233), TEMPORAL_DB (.cache/temporal/dev.db),
 # TEMPORAL_START_TIMEOUT in seconds (120).
 #
-# The binary is rebuilt only when deploy/devserver's go.mod, go.sum or *.go files, the Go
+# The binary ($WMRL_TOOLS_DIR, default ~/.cache/wmrl/bin) is rebuilt only when deploy/devserver's go.mod, go.sum or *.go files, the Go
 # version or the build flags change: their hash sits in .cache/bin/temporal-dev.stamp.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 src=$root/deploy/devserver
-bin=$root/.cache/bin/temporal-dev
+# The binary lives outside the checkout so that every clone on this machine (CI's
+# included) reuses it; WMRL_TOOLS_DIR moves it.
+bin=${WMRL_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wmrl/bin}/temporal-dev
 stamp=$bin.stamp
 state=$root/.cache/temporal
 pidfile=$state/temporal-dev.pid

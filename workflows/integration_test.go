@@ -24,7 +24,7 @@ import (
 // The integration test runs a 5-step wmrl run on a real Temporal server
 // ($TEMPORAL_ADDRESS, default 127.0.0.1:7233: start one with
 // deploy/temporal.sh start) and real Postgres, with in-process workers on
-// all five queues. It skips when no server answers. With
+// all five queues. It skips when no server answers (and fails when CI is set). With
 // WMRL_RECORD_HISTORIES=1 it writes the histories of the run's first
 // segment and of its step 0 to testdata/, which TestReplay replays.
 
@@ -40,6 +40,9 @@ func dialTemporal(t *testing.T) client.Client {
 	addr := temporalAddress()
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but no Temporal server answers at %s (.ci/run starts one): %v", addr, err)
+		}
 		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
 	}
 	conn.Close()

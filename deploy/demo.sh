@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# make demo: the whole local stack on one machine, then a short WMRL run on the
+# built-in suite, followed to the end.
+#
+#   1. Postgres (installed and started if missing; deploy/postgres.sh)
+#   2. a Temporal dev server with the Web UI (deploy/temporal.sh; built once and
+#      cached). Set TEMPORAL_ADDRESS to use an existing cluster instead.
+#   3. bin/wmrl, bin/wmrl-worker, bin/wmrl-executor; the schema (wmrl migrate)
+#   4. one wmrl-worker serving every task queue (Docker sandbox when an engine
+#      answers, the process sandbox otherwise), logging to .cache/demo/worker.log
+#   5. wmrl run --preset demo
+#
+# Everything keeps running afterwards so the run can be browsed in the UI;
+# `make demo-stop` stops the worker and the dev server.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+state=$root/.cache/demo
+mkdir -p "$state"
+say() { printf '\n== %s\n' "$*"; }
+
+cmd_stop() {
+	if [[ -f $state/worker.pid ]] && kill -0 "$(<"$state/worker.pid")" 2>/dev/null; then
+		kill -TERM "$(<"$state/worker.pid")"
+		echo "demo.sh: stopped the worker"
+	fi
+	rm -f "$state/worker.pid"
+	bash deploy/temporal.sh stop
+}
+
+if [[ ${1:-} == stop ]]; then
+	cmd_stop
+	exit 0
+fi
+
+say "Postgres"
+WMRL_DATABASE_URL=$(bash deploy/postgres.sh)
+export WMRL_DATABASE_URL
+echo "database: $WMRL_DATABASE_URL"
+
+say "Temporal dev server and Web UI"
+bash deploy/temporal.sh start
+export TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+ui_host=${TEMPORAL_ADDRESS%:*}
+export WMRL_UI_URL=${WMRL_UI_URL:-http://$ui_host:${TEMPORAL_UI_PORT:-8233}}
+
+say "Build and migrate"
+make --no-print-directory build
+bin/wmrl migrate
+
+say "Worker"
+if [[ -f $state/worker.pid ]] && kill -0 "$(<"$state/worker.pid")" 2>/dev/null; then
+	kill -TERM "$(<"$state/worker.pid")" # restart it: the binary may be new
+	sleep 1
+fi
+export WMRL_DATA_DIR=${WMRL_DATA_DIR:-$root/.cache/demo/data}
+nohup bin/wmrl-worker --executor "$root/bin/wmrl-executor" >"$state/worker.log" 2>&1 </dev/null &
+echo $! >"$state/worker.pid"
+sleep 1
+kill -0 "$(<"$state/worker.pid")" 2>/dev/null || {
+	tail -n 20 "$state/worker.log" >&2
+	echo "demo.sh: the worker exited (log: $state/worker.log)" >&2
+	exit 1
+}
+echo "worker pid $(<"$state/worker.pid"), log $state/worker.log"
+
+say "A short WMRL run on the built-in suite"
+name=demo-$(date +%Y%m%d-%H%M%S)
+bin/wmrl run --preset demo --name "$name"
+
+say "Done"
+cat <<MSG
+See the run and each of its steps in the Temporal Web UI:
+  $WMRL_UI_URL/namespaces/${TEMPORAL_NAMESPACE:-default}/workflows/$name
+Inspect it from the command line:
+  bin/wmrl status $name
+  bin/wmrl inspect $name
+The worker and the dev server keep running; stop them with: make demo-stop
+MSG
