@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -12,13 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/store"
@@ -125,37 +119,8 @@ func ensureNamespace(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	ws := tc.WorkflowService()
-	_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: testNamespace,
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
+	if err := workflows.EnsureNamespace(ctx, tc, testNamespace, 24*time.Hour); err != nil {
 		t.Fatal(err)
-	}
-	want := map[string]enums.IndexedValueType{
-		workflows.AttrRunName: enums.INDEXED_VALUE_TYPE_KEYWORD, workflows.AttrMode: enums.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.AttrStep: enums.INDEXED_VALUE_TYPE_INT, workflows.AttrHeldOutScore: enums.INDEXED_VALUE_TYPE_DOUBLE,
-	}
-	for {
-		missing := map[string]enums.IndexedValueType{}
-		resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: testNamespace})
-		if err == nil {
-			for k, v := range want {
-				if _, ok := resp.GetCustomAttributes()[k]; !ok {
-					missing[k] = v
-				}
-			}
-			if len(missing) == 0 {
-				return
-			}
-			_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-				Namespace: testNamespace, SearchAttributes: missing})
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("namespace %s not ready: %v", testNamespace, err)
-		case <-time.After(500 * time.Millisecond):
-		}
 	}
 }
 

@@ -136,7 +136,7 @@ func buildBinaries(t *testing.T) binaries {
 func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
 	t.Helper()
 	data := filepath.Join(filepath.Dir(b.worker), "data")
-	cmd := exec.Command(b.worker, "--address", temporalAddress(), "--database-url", dsn, "--data-dir", data,
+	cmd := exec.Command(b.worker, "--address", temporalAddress(), "--namespace", testNamespace, "--database-url", dsn, "--data-dir", data,
 		"--sandbox", "process", "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
 	log, err := os.Create(filepath.Join(filepath.Dir(b.worker), fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
 	if err != nil {

@@ -28,6 +28,10 @@ import (
 // WMRL_RECORD_HISTORIES=1 it writes the histories of the run's first
 // segment and of its step 0 to testdata/, which TestReplay replays.
 
+// testNamespace keeps these tests' workflows and task queues apart from any
+// wmrl worker serving the default namespace on the same server.
+const testNamespace = "wmrl-workflows-test"
+
 func temporalAddress() string {
 	if a := os.Getenv("TEMPORAL_ADDRESS"); a != "" {
 		return a
@@ -46,20 +50,17 @@ func dialTemporal(t *testing.T) client.Client {
 		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
 	}
 	conn.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: envDefault("TEMPORAL_NAMESPACE", "default"),
-		Logger: quietLogger()})
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: testNamespace, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial temporal at %s: %v", addr, err)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := EnsureNamespace(ctx, c, testNamespace, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-func envDefault(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // startWorkers serves every queue in this process with a.
