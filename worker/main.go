@@ -200,6 +200,14 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
 	defer c.Close()
+	// On an existing cluster the namespace may lack wmrl's search attributes
+	// (the dev server registers them): add what is missing. Without the
+	// permission to do so, say what is needed and go on.
+	nsCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := workflows.EnsureNamespace(nsCtx, c, o.namespace, 72*time.Hour); err != nil {
+		logger.Warn("namespace setup: runs need the search attributes WmrlRunName, WmrlMode, WmrlStep, WmrlHeldoutScore", zap.Error(err))
+	}
+	cancel()
 
 	var workers []worker.Worker
 	for _, name := range o.queues {
