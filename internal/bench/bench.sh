@@ -2,7 +2,8 @@
 # make bench: Go benchmarks of wmrl's hot paths, then isotonic.Fit side by
 # side with scikit-learn's IsotonicRegression(out_of_bounds="clip").fit on the
 # same data (internal/bench/isobench), failing if predictions differ by > 1e-9,
-# then the cost of one execution against one world-model prediction.
+# then the cost of one execution against one world-model prediction, then
+# wmrl's orchestration overhead on a Temporal dev server.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,9 +38,57 @@ go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_is
 echo
 echo "== execution vs world model"
 exe_dir=$(mktemp -d)
-trap 'rm -rf "$exe_dir"' EXIT
+# The process sandbox runs the executor as another user: the directory must
+# be searchable by it.
+chmod 755 "$exe_dir"
+orch_pid="" orch_db=""
+cleanup() {
+	if [ -n "$orch_pid" ]; then
+		kill "$orch_pid" 2>/dev/null || true
+		wait "$orch_pid" 2>/dev/null || true
+	fi
+	if [ -n "$orch_db" ]; then
+		psql "$orch_admin" -XAtqc "DROP DATABASE IF EXISTS $orch_db WITH (FORCE)" >/dev/null 2>&1 || true
+	fi
+	rm -rf "$exe_dir"
+}
+trap cleanup EXIT
 if CGO_ENABLED=0 go build -o "$exe_dir/wmrl-executor" ./internal/executor/wmrl-executor; then
 	go run ./internal/bench/execbench -sandbox process -executor "$exe_dir/wmrl-executor" || status=$?
+else
+	status=1
+fi
+
+# Orchestration overhead (internal/bench/orchbench): short wmrl runs of 64,
+# 256 (the default preset) and 1024 trajectories per step on a Temporal dev
+# server of its own (a spare port, a SQLite file in a temporary directory,
+# stopped at the end) and a temporary Postgres database, with every queue
+# served in the driver's process; then each step's wall time against the time
+# inside its activities, and the history sizes, from the histories.
+echo
+echo "== orchestration overhead"
+orch() {
+	local tbin=.cache/bin/temporal-dev
+	if [ ! -x "$tbin" ]; then
+		bash deploy/temporal.sh build || return 1
+	fi
+	local dsn port
+	dsn=$(bash deploy/postgres.sh) || return 1
+	orch_admin="$dsn dbname=postgres" # a later keyword wins
+	orch_db="wmrl_orchbench_$$"
+	psql "$orch_admin" -XAtqc "CREATE DATABASE $orch_db" >/dev/null || { orch_db=""; return 1; }
+	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"$tbin" serve -db "$exe_dir/temporal.db" -port "$port" -http-port 0 -ui-port 0 >"$exe_dir/temporal.log" 2>&1 &
+	orch_pid=$!
+	if ! "$tbin" check -address "127.0.0.1:$port" -timeout 2m; then
+		cat "$exe_dir/temporal.log" >&2
+		return 1
+	fi
+	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
+		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,32x8,128x8
+}
+if [ -x "$exe_dir/wmrl-executor" ]; then
+	orch || status=$?
 else
 	status=1
 fi

@@ -16,8 +16,8 @@
 // execution of a long run (default: 1000 steps, continue-as-new every 50).
 //
 // It starts no server: TEMPORAL_ADDRESS must answer (internal/bench/bench.sh
-// starts a dev server on a spare port), and the database must be migratable
-// (it is migrated on start).
+// starts a dev server on a spare port). It uses a namespace of its own,
+// registered if missing, and migrates the database on start.
 //
 // Run from the repository root:
 //
@@ -111,7 +111,8 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("orchbench", flag.ContinueOnError)
 	fs.StringVar(&o.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend ($TEMPORAL_ADDRESS)")
-	fs.StringVar(&o.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace ($TEMPORAL_NAMESPACE)")
+	fs.StringVar(&o.namespace, "namespace", "wmrl-orchbench",
+		"Temporal namespace, registered with wmrl's search attributes if missing (its own, so that no other worker takes the bench's tasks)")
 	fs.StringVar(&o.databaseURL, "database-url", envOr("WMRL_DATABASE_URL", store.DefaultDSN), "Postgres DSN ($WMRL_DATABASE_URL)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "checkpoint directory (default: a temporary directory, removed at the end)")
 	fs.StringVar(&o.executor, "executor", "", "wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary or on the PATH)")
@@ -193,6 +194,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
 	defer c.Close()
+	if err := workflows.EnsureNamespace(ctx, c, o.namespace, 24*time.Hour); err != nil {
+		return err
+	}
 	stop, err := startWorkers(c, acts)
 	if err != nil {
 		return err
