@@ -55,10 +55,14 @@ type StepStats struct {
 	// WorkflowTask (no activity queued, a workflow task scheduled or
 	// running) and Other (neither: e.g. the child's start before its first
 	// workflow task is scheduled).
-	Overhead     time.Duration
-	QueueWait    time.Duration
-	WorkflowTask time.Duration
-	Other        time.Duration
+	// WorkflowTaskQueued is the part of WorkflowTask in which the task
+	// waited for a worker (scheduled, not started), the rest the worker's
+	// processing and its round trip to the server.
+	Overhead           time.Duration
+	QueueWait          time.Duration
+	WorkflowTask       time.Duration
+	WorkflowTaskQueued time.Duration
+	Other              time.Duration
 	// Activities is the number of activities; SchedToStart the sum of their
 	// ActivityTaskScheduled -> ActivityTaskStarted latencies, MaxSchedToStart
 	// the largest.
@@ -91,6 +95,7 @@ const (
 	classActivity = iota
 	classQueued
 	classWorkflowTask
+	classWorkflowTaskQueued
 	classes
 )
 
@@ -195,6 +200,11 @@ func AnalyzeStep(events []*historypb.HistoryEvent) (StepStats, error) {
 		case enums.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
 			wftScheduled[e.GetEventId()] = at
 			st.WorkflowTasks++
+		case enums.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			id := e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()
+			if s, ok := wftScheduled[id]; ok {
+				addSpan(classWorkflowTaskQueued, s, at)
+			}
 		case enums.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			id := e.GetWorkflowTaskCompletedEventAttributes().GetScheduledEventId()
 			if s, ok := wftScheduled[id]; ok {
@@ -236,6 +246,9 @@ func AnalyzeStep(events []*historypb.HistoryEvent) (StepStats, error) {
 		case count[classActivity] > 0:
 		case count[classQueued] > 0:
 			st.QueueWait += d
+		case count[classWorkflowTaskQueued] > 0:
+			st.WorkflowTask += d
+			st.WorkflowTaskQueued += d
 		case count[classWorkflowTask] > 0:
 			st.WorkflowTask += d
 		default:
@@ -292,6 +305,13 @@ type SegmentStats struct {
 	// them.
 	EvalEvents, EvalBytes, EvalTasks int
 	ContinuedAsNew                   bool
+	// Between is the sum of the gaps from a step child's completion to the
+	// next step child's start (the run workflow's work between steps), over
+	// Gaps gaps. FirstChildStarted and LastChildCompleted bound the
+	// segment's children, for the gaps across continue-as-new.
+	Between                               time.Duration
+	Gaps                                  int
+	FirstChildStarted, LastChildCompleted time.Time
 }
 
 // PerStep returns the events and bytes of one step cycle, ok false when the
@@ -352,6 +372,17 @@ func AnalyzeSegment(events []*historypb.HistoryEvent) SegmentStats {
 				s.EvalBytes += sum(evalStart, i+1)
 				inEval = false
 			}
+		case enums.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+			t := e.GetEventTime().AsTime()
+			if s.FirstChildStarted.IsZero() {
+				s.FirstChildStarted = t
+			}
+			if !s.LastChildCompleted.IsZero() {
+				s.Between += t.Sub(s.LastChildCompleted)
+				s.Gaps++
+			}
+		case enums.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+			s.LastChildCompleted = e.GetEventTime().AsTime()
 		case enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 			s.ContinuedAsNew = true
 		}

@@ -101,8 +101,8 @@ func dur(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func TestAnalyzeStep(t *testing.T) {
 	type want struct {
-		wall, in, queue, wft, other, schedToStart, maxSched time.Duration
-		activities, events                                  int
+		wall, in, queue, wft, wftQueued, other, schedToStart, maxSched time.Duration
+		activities, events                                             int
 	}
 	type phase struct {
 		name  string
@@ -127,7 +127,7 @@ func TestAnalyzeStep(t *testing.T) {
 				h.wft(60, 62, 70)
 				h.add(75, enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, nil)
 			},
-			want: want{wall: dur(75), in: dur(40), queue: dur(5), wft: dur(20), other: dur(10),
+			want: want{wall: dur(75), in: dur(40), queue: dur(5), wft: dur(20), wftQueued: dur(5), other: dur(10),
 				schedToStart: dur(5), maxSched: dur(5), activities: 1, events: 11},
 		},
 		{
@@ -154,7 +154,7 @@ func TestAnalyzeStep(t *testing.T) {
 			},
 			// Uncovered: 0-5 wft, 5-10 queue (A scheduled), 90-100 wft,
 			// 110-118 wft, 118-120 other.
-			want: want{wall: dur(120), in: dur(90), queue: dur(5), wft: dur(23), other: dur(2),
+			want: want{wall: dur(120), in: dur(90), queue: dur(5), wft: dur(23), wftQueued: dur(5), other: dur(2),
 				schedToStart: dur(5 + 10 + 58), maxSched: dur(58), activities: 4, events: 23},
 			phases: []phase{{"A", 3, dur(80)}, {"B", 1, dur(10)}},
 		},
@@ -183,7 +183,8 @@ func TestAnalyzeStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := want{wall: got.Wall, in: got.InActivities, queue: got.QueueWait, wft: got.WorkflowTask, other: got.Other,
+			g := want{wall: got.Wall, in: got.InActivities, queue: got.QueueWait, wft: got.WorkflowTask,
+				wftQueued: got.WorkflowTaskQueued, other: got.Other,
 				schedToStart: got.SchedToStart, maxSched: got.MaxSchedToStart, activities: got.Activities, events: got.Events}
 			if g != tt.want {
 				t.Fatalf("got  %+v\nwant %+v", g, tt.want)
@@ -263,6 +264,12 @@ func TestAnalyzeSegment(t *testing.T) {
 	s := AnalyzeSegment(h.events)
 	if s.Events != 4+21+22+1 || s.Steps != 3 || s.StepEvents != 14 || s.EvalEvents != 22 || s.EvalTasks != 2 || !s.ContinuedAsNew {
 		t.Fatalf("segment %+v", s)
+	}
+	// Steps at 10, 20, 30: each child starts 1 ms after its initiation
+	// and completes at +2, so 2 gaps of 9 ms.
+	if s.Gaps != 2 || s.Between != dur(18) || !s.FirstChildStarted.Equal(at(11)) || !s.LastChildCompleted.Equal(at(32)) {
+		t.Fatalf("between steps: %d gaps, %v, first start %v, last completion %v", s.Gaps, s.Between,
+			s.FirstChildStarted, s.LastChildCompleted)
 	}
 	pe, pb, ok := s.PerStep()
 	if !ok || pe != 7 || pb <= 0 {

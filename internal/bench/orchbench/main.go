@@ -81,6 +81,9 @@ type options struct {
 	evalTasks          int
 	projectSteps       int
 	timeout            time.Duration
+	// pollers is the activity task pollers per queue (0: the SDK's
+	// default); parallelism overrides the preset's fan-out bound when > 0.
+	pollers, parallelism int
 }
 
 func envOr(name, def string) string {
@@ -123,6 +126,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.evalTasks, "eval-tasks", 2, "held-out tasks of the final evaluation (1 sample each)")
 	fs.IntVar(&o.projectSteps, "project-steps", 1000, "run length of the history projection")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	fs.IntVar(&o.pollers, "activity-pollers", 0, "activity task pollers per queue (0: the SDK's default, as wmrl-worker)")
+	fs.IntVar(&o.parallelism, "parallelism", 0, "fan-out bound of the runs (0: the default preset's)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -197,14 +202,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := workflows.EnsureNamespace(ctx, c, o.namespace, 24*time.Hour); err != nil {
 		return err
 	}
-	stop, err := startWorkers(c, acts)
+	stop, err := startWorkers(c, acts, o.pollers)
 	if err != nil {
 		return err
 	}
 	defer stop()
 
-	fmt.Fprintf(out, "orchestration overhead: %s, namespace %s, sandbox %s, %d steps per size, continue-as-new every %d, %s\n\n",
-		o.address, o.namespace, o.sandboxKind, o.steps, o.k, time.Now().UTC().Format(time.RFC3339))
+	par := runconfig.Default().Parallelism
+	if o.parallelism > 0 {
+		par = o.parallelism
+	}
+	fmt.Fprintf(out, "orchestration overhead: %s, namespace %s, sandbox %s, %d steps per size, continue-as-new every %d, parallelism %d, activity pollers %d (0: SDK default), %s\n\n",
+		o.address, o.namespace, o.sandboxKind, o.steps, o.k, par, o.pollers, time.Now().UTC().Format(time.RFC3339))
 	var results []sizeResult
 	for _, sz := range o.sizes {
 		r, err := measure(ctx, c, o, sz)
@@ -219,7 +228,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // startWorkers serves every queue in this process, as `wmrl-worker` does
 // with its default --queues, and returns a function that stops them.
-func startWorkers(c client.Client, acts *activities.Activities) (func(), error) {
+func startWorkers(c client.Client, acts *activities.Activities, pollers int) (func(), error) {
 	var ws []worker.Worker
 	stop := func() {
 		for _, w := range ws {
@@ -228,7 +237,7 @@ func startWorkers(c client.Client, acts *activities.Activities) (func(), error) 
 	}
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
-		w := worker.New(c, q, worker.Options{})
+		w := worker.New(c, q, worker.Options{MaxConcurrentActivityTaskPollers: pollers})
 		if q == workflows.QueueControl {
 			w.RegisterWorkflow(workflows.TrainingRun)
 			w.RegisterWorkflow(workflows.TrainingStep)
@@ -259,6 +268,9 @@ func benchConfig(o options, sz size) runconfig.Config {
 	cfg.Groups, cfg.Samples = sz.groups, sz.samples
 	cfg.Steps, cfg.ContinueAsNewEvery = o.steps, o.k
 	cfg.Eval = runconfig.Eval{Every: 0, Samples: 1, Tasks: o.evalTasks}
+	if o.parallelism > 0 {
+		cfg.Parallelism = o.parallelism
+	}
 	return cfg
 }
 
@@ -336,7 +348,7 @@ func pct(a, b time.Duration) string {
 func report(out io.Writer, o options, results []sizeResult, heldOutTasks int) {
 	fmt.Fprintln(out, "Steps (each a TrainingStep child; times in ms, summed over the size's steps):")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\ttrajectories\tsteps\tactivities/step\twall\tin activities\toverhead\toverhead %\tqueue wait\tworkflow task\tother\tsched→start mean\tsched→start max\tevents/step\tKB/step\t")
+	fmt.Fprintln(tw, "size\ttrajectories\tsteps\tactivities/step\twall\tin activities\toverhead\toverhead %\tqueue wait\tworkflow task\t(task queued)\tother\tsched→start mean\tsched→start max\tevents/step\tKB/step\t")
 	for _, r := range results {
 		var t StepStats
 		for _, s := range r.steps {
@@ -345,6 +357,7 @@ func report(out io.Writer, o options, results []sizeResult, heldOutTasks int) {
 			t.Overhead += s.Overhead
 			t.QueueWait += s.QueueWait
 			t.WorkflowTask += s.WorkflowTask
+			t.WorkflowTaskQueued += s.WorkflowTaskQueued
 			t.Other += s.Other
 			t.Activities += s.Activities
 			t.SchedToStart += s.SchedToStart
@@ -357,11 +370,41 @@ func report(out io.Writer, o options, results []sizeResult, heldOutTasks int) {
 		if t.Activities > 0 {
 			mean = t.SchedToStart / time.Duration(t.Activities)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%.0f\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%.0f\t%.1f\t\n",
 			r.size, r.size.groups*r.size.samples, n, float64(t.Activities)/float64(n), ms(t.Wall), ms(t.InActivities),
-			ms(t.Overhead), pct(t.Overhead, t.Wall), ms(t.QueueWait), ms(t.WorkflowTask), ms(t.Other),
+			ms(t.Overhead), pct(t.Overhead, t.Wall), ms(t.QueueWait), ms(t.WorkflowTask), ms(t.WorkflowTaskQueued), ms(t.Other),
 			float64(mean)/float64(time.Millisecond), ms(t.MaxSchedToStart),
 			float64(t.Events)/float64(n), float64(t.Bytes)/float64(n)/1024)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(out, "\nBetween steps (run workflow: a step child's completion to the next one's start):")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tgaps\tmean ms\tacross continue-as-new ms\tstep overhead + gaps, % of step wall + gaps\t")
+	for _, r := range results {
+		var between, wall, over, can time.Duration
+		gaps, cans := 0, 0
+		for i, sg := range r.segments {
+			between += sg.Between
+			gaps += sg.Gaps
+			if i > 0 && !r.segments[i-1].LastChildCompleted.IsZero() && !sg.FirstChildStarted.IsZero() {
+				can += sg.FirstChildStarted.Sub(r.segments[i-1].LastChildCompleted)
+				cans++
+			}
+		}
+		for _, s := range r.steps {
+			wall += s.Wall
+			over += s.Overhead
+		}
+		mean, canMean := "-", "-"
+		if gaps > 0 {
+			mean = fmt.Sprintf("%.1f", float64(between)/float64(gaps)/float64(time.Millisecond))
+		}
+		if cans > 0 {
+			canMean = fmt.Sprintf("%.1f", float64(can)/float64(cans)/float64(time.Millisecond))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t\n", r.size, gaps, mean, canMean,
+			pct(over+between+can, wall+between+can))
 	}
 	tw.Flush()
 
