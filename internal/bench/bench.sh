@@ -84,8 +84,16 @@ orch() {
 		cat "$exe_dir/temporal.log" >&2
 		return 1
 	fi
+	# 64, 256 and 1024 trajectories per step with the process sandbox, then
+	# the default preset (256) with its default sandbox: Docker when an
+	# engine answers.
+	local st=0
 	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
-		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,32x8,128x8
+		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,32x8,128x8 || st=$?
+	echo
+	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
+		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 32x8 -sandbox auto || st=$?
+	return "$st"
 }
 if [ -x "$exe_dir/wmrl-executor" ]; then
 	orch || status=$?

@@ -119,7 +119,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.databaseURL, "database-url", envOr("WMRL_DATABASE_URL", store.DefaultDSN), "Postgres DSN ($WMRL_DATABASE_URL)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "checkpoint directory (default: a temporary directory, removed at the end)")
 	fs.StringVar(&o.executor, "executor", "", "wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary or on the PATH)")
-	fs.StringVar(&o.sandboxKind, "sandbox", sandbox.KindProcess, "sandbox of real executions: process or docker")
+	fs.StringVar(&o.sandboxKind, "sandbox", sandbox.KindProcess,
+		"sandbox of real executions: process, docker or auto (docker when an engine answers, as the default preset's worker)")
 	sizes := fs.String("sizes", "8x8,32x8,128x8", "comma-separated GROUPSxSAMPLES per step (32x8 is the default preset)")
 	fs.IntVar(&o.steps, "steps", 6, "steps per run")
 	fs.IntVar(&o.k, "k", 3, "continue-as-new every k steps in the measured runs")
@@ -187,12 +188,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sb, closeSB, err := sandbox.Open(ctx, o.sandboxKind, bin)
+	sb, kind, closeSB, err := openSandbox(ctx, o.sandboxKind, bin)
 	if err != nil {
 		return err
 	}
 	defer closeSB()
-	acts.Sandbox = sb
+	acts.Sandbox, o.sandboxKind = sb, kind
 
 	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace, Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {
@@ -224,6 +225,30 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	report(out, o, results, heldOutTasks)
 	return nil
+}
+
+// openSandbox opens the sandbox of kind; auto is Docker when an engine
+// answers within 20 s, the process sandbox otherwise. It returns the kind
+// opened.
+func openSandbox(ctx context.Context, kind, bin string) (sandbox.Sandbox, string, func() error, error) {
+	switch kind {
+	case sandbox.KindDocker, sandbox.KindProcess:
+	case runconfig.SandboxAuto:
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		sb, closeSB, err := sandbox.Open(dctx, sandbox.KindDocker, bin)
+		cancel()
+		if err == nil {
+			return sb, sandbox.KindDocker, closeSB, nil
+		}
+		kind = sandbox.KindProcess
+	default:
+		return nil, "", nil, fmt.Errorf("-sandbox: %q is not process, docker or auto", kind)
+	}
+	sb, closeSB, err := sandbox.Open(ctx, kind, bin)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return sb, kind, closeSB, nil
 }
 
 // startWorkers serves every queue in this process, as `wmrl-worker` does
