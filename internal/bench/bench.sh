@@ -68,7 +68,7 @@ fi
 echo
 echo "== orchestration overhead"
 orch() {
-	local tbin=.cache/bin/temporal-dev
+	local tbin=${WMRL_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wmrl/bin}/temporal-dev
 	if [ ! -x "$tbin" ]; then
 		bash deploy/temporal.sh build || return 1
 	fi
