@@ -46,6 +46,11 @@ func forbidSpawn() error {
 	}
 	prog = append(prog, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
 
+	// no_new_privs is a property of the calling thread, and seccomp refuses
+	// (EACCES) a caller without it: both calls must run on one OS thread,
+	// or the scheduler may move the goroutine between them.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
