@@ -18,11 +18,11 @@ func BenchPresetNames() []string { return append([]string(nil), benchPresetNames
 //   - tiny (tests): 2 steps of 4 groups of 4, one anchor group, held-out
 //     avg@2 on 2 tasks at the end.
 //   - small: 30 steps of 8 groups of 8, one anchor group per step (1/8),
-//     held-out avg@8 on 6 tasks every 10 steps; sized for 6 modes × 3
-//     seeds within 60 minutes on 2 cores (probe on a loaded 2-core
-//     machine, docker sandbox, one worker: a grpo step of 64 executions
-//     took about 13 s, an anchor-mode step about 2 s, a wm step 0.5 s, a
-//     held-out evaluation of 48 programs about 9 s).
+//     held-out avg@8 on 6 tasks every 10 steps. 6 modes × 3 seeds took
+//     45 minutes (`wmrl bench reproduce --preset small --seeds 3`, one
+//     wmrl-worker, docker sandbox) on a 2-core machine shared with other
+//     jobs (load average 6 to 13); a grpo run took 236 to 420 s, a run of
+//     another mode 90 to 160 s.
 //   - full: Default (200 steps of 32 groups of 8, a tenth of the groups
 //     anchors, held-out avg@8 on every held-out task every 20 steps), for
 //     bigger machines.
