@@ -1,0 +1,95 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/grpoloop"
+	"github.com/wmrl/wmrl/internal/suite"
+)
+
+func TestMeanSD(t *testing.T) {
+	tests := []struct {
+		name          string
+		give          []float64
+		wantM, wantSD float64
+	}{
+		{"empty", nil, 0, 0},
+		{"one", []float64{0.5}, 0.5, 0},
+		{"two", []float64{1, 3}, 2, math.Sqrt(2)},
+		{"three", []float64{0.58, 0.66, 0.50}, 0.58, 0.08},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, sd := MeanSD(tt.give)
+			if math.Abs(m-tt.wantM) > 1e-12 || math.Abs(sd-tt.wantSD) > 1e-12 {
+				t.Errorf("MeanSD(%v) = %v, %v; want %v, %v", tt.give, m, sd, tt.wantM, tt.wantSD)
+			}
+		})
+	}
+}
+
+func TestFamilies(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     []string
+		wantN    int
+		wantTop  float64
+		wantFail bool
+	}{
+		{"none", nil, 0, 0, false},
+		{"one family", []string{"logistic", "standardize | logistic alpha=0.1"}, 1, 1, false},
+		{"two families", []string{"logistic", "knn", "standardize | knn k=3"}, 2, 2.0 / 3, false},
+		{"unparsable", []string{"not a program ("}, 0, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, top, err := Families(tt.give)
+			if (err != nil) != tt.wantFail {
+				t.Fatalf("Families(%q) error %v, want failure %v", tt.give, err, tt.wantFail)
+			}
+			if err == nil && (n != tt.wantN || math.Abs(top-tt.wantTop) > 1e-12) {
+				t.Errorf("Families(%q) = %d, %v; want %d, %v", tt.give, n, top, tt.wantN, tt.wantTop)
+			}
+		})
+	}
+}
+
+// TestWorkflowTasks checks that grpoloop's cyclic task choice over the
+// laid-out list picks the workflow's task for every step and group.
+func TestWorkflowTasks(t *testing.T) {
+	train := make([]*suite.Task, 7)
+	for i := range train {
+		train[i] = &suite.Task{ID: string(rune('a' + i))}
+	}
+	const runSeed, steps, groups = 3, 5, 4
+	ids := WorkflowTasks(train, runSeed, steps, groups)
+	if len(ids) != steps*groups {
+		t.Fatalf("got %d ids, want %d", len(ids), steps*groups)
+	}
+	for st := range steps {
+		for g := range groups {
+			got := ids[(st*groups+g)%len(ids)]
+			want := train[activities.TaskIndex(runSeed, st, g, len(train))].ID
+			if got != want {
+				t.Errorf("step %d group %d: task %s, want %s", st, g, got, want)
+			}
+		}
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	res := grpoloop.StepResult{Step: 4, MeanScore: 0.6, Trajectories: []grpoloop.Trajectory{
+		{Program: "logistic", LogProb: -2},
+		{Program: "logistic", LogProb: -2},
+		{Program: "knn", LogProb: -5},
+	}}
+	ss, err := Summarise(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss.Step != 4 || ss.Distinct != 2 || ss.Families != 2 || math.Abs(ss.Entropy-3) > 1e-12 || math.Abs(ss.TopFamily-2.0/3) > 1e-12 {
+		t.Errorf("Summarise = %+v, want step 4, 2 distinct, 2 families, entropy 3, top share 2/3", ss)
+	}
+}
