@@ -62,8 +62,9 @@ type StepStat struct {
 	Entropy  float64 `json:"entropy"`
 	Distinct int     `json:"distinct_programs"`
 	Families int     `json:"families"`
-	// TopFamily is the share of the most sampled model family.
-	TopFamily  float64 `json:"top_family_share"`
+	// TopFamily is the most sampled model family and TopShare its share.
+	TopFamily  string  `json:"top_family"`
+	TopShare   float64 `json:"top_family_share"`
 	GradNorm   float64 `json:"grad_norm"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
@@ -76,8 +77,10 @@ type EvalPoint struct {
 	All        float64   `json:"all"`
 	First      float64   `json:"first"`
 	TaskScores []float64 `json:"task_scores"`
-	// Families counts the model families among the evaluated programs.
+	// Families counts the model families among the evaluated programs;
+	// TopFamily is the most frequent one.
 	Families   int     `json:"families"`
+	TopFamily  string  `json:"top_family"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
@@ -188,11 +191,11 @@ func run() error {
 			progs = append(progs, ts.Programs...)
 		}
 		ep.First /= float64(bench)
-		fams, _, err := Families(progs)
+		fams, top, _, err := Families(progs)
 		if err != nil {
 			return EvalPoint{}, err
 		}
-		ep.Families = fams
+		ep.Families, ep.TopFamily = fams, top
 		rep.CPUSeconds += h.Cost.CPUSeconds
 		return ep, nil
 	}
@@ -230,8 +233,8 @@ func run() error {
 						return fmt.Errorf("lr %g seed %d step %d: %w", lr, rs, st, err)
 					}
 					r.Evals = append(r.Evals, ep)
-					fmt.Fprintf(os.Stderr, "lr %g seed %d step %d: held-out all %.4f first-%d %.4f, entropy %.2f, families %d, cpu so far %.0f s\n",
-						lr, rs, st, ep.All, bench, ep.First, ss.Entropy, ss.Families, rep.CPUSeconds)
+					fmt.Fprintf(os.Stderr, "lr %g seed %d step %d: held-out all %.4f first-%d %.4f, entropy %.2f, families %d (top %s %.2f), cpu so far %.0f s\n",
+						lr, rs, st, ep.All, bench, ep.First, ss.Entropy, ss.Families, ss.TopFamily, ss.TopShare, rep.CPUSeconds)
 				}
 				if *noiseLR == lr && *noiseSeed == rs && *noiseStep == uint64(st) {
 					n := Noise{LR: lr, Seed: rs, Step: uint64(st)}
@@ -289,11 +292,11 @@ func Summarise(res grpoloop.StepResult) (StepStat, error) {
 	if len(progs) > 0 {
 		ss.Entropy /= float64(len(progs))
 	}
-	fams, top, err := Families(progs)
+	fams, top, share, err := Families(progs)
 	if err != nil {
 		return StepStat{}, err
 	}
-	ss.Families, ss.TopFamily = fams, top
+	ss.Families, ss.TopFamily, ss.TopShare = fams, top, share
 	seen := map[string]bool{}
 	for _, p := range progs {
 		seen[p] = true
@@ -303,22 +306,25 @@ func Summarise(res grpoloop.StepResult) (StepStat, error) {
 }
 
 // Families counts the distinct model families among programs and returns
-// the share of the most frequent one.
-func Families(progs []string) (int, float64, error) {
+// the most frequent one (the first to reach the highest count) and its
+// share.
+func Families(progs []string) (n int, top string, share float64, err error) {
 	count := map[string]int{}
 	most := 0
 	for _, text := range progs {
 		p, err := program.Parse(text)
 		if err != nil {
-			return 0, 0, fmt.Errorf("parse %q: %w", text, err)
+			return 0, "", 0, fmt.Errorf("parse %q: %w", text, err)
 		}
 		count[p.Model.Name]++
-		most = max(most, count[p.Model.Name])
+		if c := count[p.Model.Name]; c > most {
+			most, top = c, p.Model.Name
+		}
 	}
 	if len(progs) == 0 {
-		return 0, 0, nil
+		return 0, "", 0, nil
 	}
-	return len(count), float64(most) / float64(len(progs)), nil
+	return len(count), top, float64(most) / float64(len(progs)), nil
 }
 
 // MeanSD returns the mean and the sample standard deviation of xs (sd 0
@@ -391,7 +397,7 @@ func writeTables(w io.Writer, rep Report) {
 				if st < len(r.Steps) {
 					s := r.Steps[st]
 					rw, en, di = append(rw, s.MeanReward), append(en, s.Entropy), append(di, float64(s.Distinct))
-					fa, tf, gn = append(fa, float64(s.Families)), append(tf, s.TopFamily), append(gn, s.GradNorm)
+					fa, tf, gn = append(fa, float64(s.Families)), append(tf, s.TopShare), append(gn, s.GradNorm)
 				}
 			}
 			if len(rw) == 0 {

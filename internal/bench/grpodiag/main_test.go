@@ -35,22 +35,23 @@ func TestFamilies(t *testing.T) {
 		name     string
 		give     []string
 		wantN    int
+		wantName string
 		wantTop  float64
 		wantFail bool
 	}{
-		{"none", nil, 0, 0, false},
-		{"one family", []string{"logistic", "standardize | logistic alpha=0.1"}, 1, 1, false},
-		{"two families", []string{"logistic", "knn", "standardize | knn k=3"}, 2, 2.0 / 3, false},
-		{"unparsable", []string{"not a program ("}, 0, 0, true},
+		{"none", nil, 0, "", 0, false},
+		{"one family", []string{"logistic", "standardize | logistic alpha=0.1"}, 1, "logistic", 1, false},
+		{"two families", []string{"logistic", "knn", "standardize | knn k=3"}, 2, "knn", 2.0 / 3, false},
+		{"unparsable", []string{"not a program ("}, 0, "", 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, top, err := Families(tt.give)
+			n, name, top, err := Families(tt.give)
 			if (err != nil) != tt.wantFail {
 				t.Fatalf("Families(%q) error %v, want failure %v", tt.give, err, tt.wantFail)
 			}
-			if err == nil && (n != tt.wantN || math.Abs(top-tt.wantTop) > 1e-12) {
-				t.Errorf("Families(%q) = %d, %v; want %d, %v", tt.give, n, top, tt.wantN, tt.wantTop)
+			if err == nil && (n != tt.wantN || name != tt.wantName || math.Abs(top-tt.wantTop) > 1e-12) {
+				t.Errorf("Families(%q) = %d, %q, %v; want %d, %q, %v", tt.give, n, name, top, tt.wantN, tt.wantName, tt.wantTop)
 			}
 		})
 	}
@@ -89,7 +90,7 @@ func TestSummarise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ss.Step != 4 || ss.Distinct != 2 || ss.Families != 2 || math.Abs(ss.Entropy-3) > 1e-12 || math.Abs(ss.TopFamily-2.0/3) > 1e-12 {
-		t.Errorf("Summarise = %+v, want step 4, 2 distinct, 2 families, entropy 3, top share 2/3", ss)
+	if ss.Step != 4 || ss.Distinct != 2 || ss.Families != 2 || math.Abs(ss.Entropy-3) > 1e-12 || ss.TopFamily != "logistic" || math.Abs(ss.TopShare-2.0/3) > 1e-12 {
+		t.Errorf("Summarise = %+v, want step 4, 2 distinct, 2 families, entropy 3, top logistic with share 2/3", ss)
 	}
 }
