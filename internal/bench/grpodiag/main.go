@@ -79,8 +79,15 @@ type EvalPoint struct {
 	TaskScores []float64 `json:"task_scores"`
 	// Families counts the model families among the evaluated programs;
 	// TopFamily is the most frequent one.
-	Families   int     `json:"families"`
-	TopFamily  string  `json:"top_family"`
+	Families  int    `json:"families"`
+	TopFamily string `json:"top_family"`
+	// TopProgram is the most frequent evaluated program and TopShare its
+	// share; Failed counts, per task, the samples that failed (position 0,
+	// including refusals by the budget); Refused counts the refusals.
+	TopProgram string  `json:"top_program"`
+	TopShare   float64 `json:"top_program_share"`
+	Failed     []int   `json:"failed"`
+	Refused    int     `json:"refused"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
@@ -181,10 +188,17 @@ func run() error {
 		if err != nil {
 			return EvalPoint{}, err
 		}
-		ep := EvalPoint{Step: p.Step(), All: h.Score, CPUSeconds: h.Cost.CPUSeconds}
+		ep := EvalPoint{Step: p.Step(), All: h.Score, CPUSeconds: h.Cost.CPUSeconds, Refused: h.Cost.Refused}
 		var progs []string
 		for i, ts := range h.Tasks {
 			ep.TaskScores = append(ep.TaskScores, ts.Score)
+			failed := 0
+			for _, pos := range ts.Positions {
+				if pos == 0 {
+					failed++
+				}
+			}
+			ep.Failed = append(ep.Failed, failed)
 			if i < bench {
 				ep.First += ts.Score
 			}
@@ -196,6 +210,7 @@ func run() error {
 			return EvalPoint{}, err
 		}
 		ep.Families, ep.TopFamily = fams, top
+		ep.TopProgram, ep.TopShare = Mode(progs)
 		rep.CPUSeconds += h.Cost.CPUSeconds
 		return ep, nil
 	}
@@ -325,6 +340,23 @@ func Families(progs []string) (n int, top string, share float64, err error) {
 		return 0, "", 0, nil
 	}
 	return len(count), top, float64(most) / float64(len(progs)), nil
+}
+
+// Mode returns the most frequent string of xs (the first to reach the
+// highest count) and its share; "", 0 for none.
+func Mode(xs []string) (string, float64) {
+	count := map[string]int{}
+	most, top := 0, ""
+	for _, x := range xs {
+		count[x]++
+		if count[x] > most {
+			most, top = count[x], x
+		}
+	}
+	if len(xs) == 0 {
+		return "", 0
+	}
+	return top, float64(most) / float64(len(xs))
 }
 
 // MeanSD returns the mean and the sample standard deviation of xs (sd 0

@@ -94,3 +94,25 @@ func TestSummarise(t *testing.T) {
 		t.Errorf("Summarise = %+v, want step 4, 2 distinct, 2 families, entropy 3, top logistic with share 2/3", ss)
 	}
 }
+
+func TestMode(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      []string
+		want      string
+		wantShare float64
+	}{
+		{"none", nil, "", 0},
+		{"one", []string{"knn"}, "knn", 1},
+		{"majority", []string{"knn", "gbt", "gbt", "mean"}, "gbt", 0.5},
+		{"tie keeps the first to reach it", []string{"knn", "gbt", "gbt", "knn"}, "gbt", 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, share := Mode(tt.give)
+			if got != tt.want || math.Abs(share-tt.wantShare) > 1e-12 {
+				t.Errorf("Mode(%q) = %q, %v; want %q, %v", tt.give, got, share, tt.want, tt.wantShare)
+			}
+		})
+	}
+}
