@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/wmrl/wmrl/internal/temporallog"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
@@ -68,12 +70,15 @@ func (c *conn) resolve() {
 	}
 }
 
-// dial connects to Temporal; the SDK logs only warnings, to stderr.
+// dial connects to Temporal; the SDK logs only warnings, to stderr, through
+// zap (the same bridge as the worker's).
 func (c *conn) dial(ctx context.Context, stderr io.Writer) (client.Client, error) {
 	c.resolve()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(stderr), zapcore.WarnLevel)
+	logger := temporallog.New(zap.New(core))
 	tc, err := client.DialContext(ctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("connect to temporal at %s (start one with deploy/temporal.sh start, or set --address): %w", c.address, err)

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/temporallog"
+
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -194,7 +196,7 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	c, err := client.Dial(client.Options{
 		HostPort:  o.address,
 		Namespace: o.namespace,
-		Logger:    newZapLogger(logger),
+		Logger:    temporallog.New(logger),
 	})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)

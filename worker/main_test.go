@@ -4,9 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -39,20 +36,5 @@ func TestParseFlags(t *testing.T) {
 		if _, err := parseFlags(tt.give); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error containing %q", tt.give, err, tt.want)
 		}
-	}
-}
-
-func TestZapLogger(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	l := newZapLogger(zap.New(core)).With("WorkflowID", "w1")
-	l.Info("started", "Attempt", 2, 7, "seven", "dangling")
-	l.Error("failed")
-	entries := logs.All()
-	if len(entries) != 2 || entries[0].Message != "started" || entries[1].Level != zap.ErrorLevel {
-		t.Fatalf("entries %+v", entries)
-	}
-	got := entries[0].ContextMap()
-	if got["WorkflowID"] != "w1" || got["Attempt"] != int64(2) || got["7"] != "seven" || got["dangling"] != "(missing)" {
-		t.Fatalf("fields %v", got)
 	}
 }

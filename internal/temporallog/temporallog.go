@@ -1,4 +1,7 @@
-package main
+// Package temporallog bridges zap into the Temporal SDK's logger, so the
+// SDK's own messages (pollers, retries, workflow and activity loggers) go to
+// a wmrl process's log with the same format and level.
+package temporallog
 
 import (
 	"fmt"
@@ -7,9 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// zapLogger adapts a zap logger to the Temporal SDK's log.Logger, so the
-// SDK's own messages (pollers, retries, workflow and activity loggers) go to
-// the worker's log with the same format and level.
+// zapLogger adapts a zap logger to the Temporal SDK's log.Logger.
 type zapLogger struct {
 	z *zap.SugaredLogger
 }
@@ -19,7 +20,8 @@ var (
 	_ log.WithLogger = zapLogger{}
 )
 
-func newZapLogger(z *zap.Logger) zapLogger {
+// New returns z as a Temporal SDK logger.
+func New(z *zap.Logger) log.Logger {
 	// Skip the adapter's own frame so that the caller is the SDK's.
 	return zapLogger{z: z.WithOptions(zap.AddCallerSkip(1)).Sugar()}
 }
