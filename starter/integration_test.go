@@ -49,6 +49,17 @@ type itEnv struct {
 
 func integration(t *testing.T) *itEnv {
 	t.Helper()
+	e := stack(t, testNamespace)
+	e.flags = append(e.flags, "--ui-url", "http://ui.test:8233")
+	return e
+}
+
+// stack starts workers for all five queues in this process on a real
+// Temporal server (namespace ns, registered with wmrl's search attributes)
+// with a fresh Postgres database, the small test suite and the in-process
+// sandbox. It skips without a server, except in CI, where it fails.
+func stack(t *testing.T, ns string) *itEnv {
+	t.Helper()
 	addr := envOr("TEMPORAL_ADDRESS", defaultAddress)
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
@@ -67,8 +78,8 @@ func integration(t *testing.T) *itEnv {
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ensureNamespace(t, addr)
-	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: testNamespace, Logger: quietLogger(t)})
+	ensureNamespace(t, addr, ns)
+	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +105,7 @@ func integration(t *testing.T) *itEnv {
 		}
 		t.Cleanup(w.Stop)
 	}
-	return &itEnv{tc: tc, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", testNamespace, "--database-url", dsn,
-		"--ui-url", "http://ui.test:8233"}}
+	return &itEnv{tc: tc, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", ns, "--database-url", dsn}}
 }
 
 func quietLogger(t *testing.T) *quietLog { return &quietLog{t: t} }
@@ -108,9 +118,9 @@ func (quietLog) Info(string, ...any)           {}
 func (l quietLog) Warn(msg string, kv ...any)  { l.t.Logf("temporal: %s %v", msg, kv) }
 func (l quietLog) Error(msg string, kv ...any) { l.t.Logf("temporal: %s %v", msg, kv) }
 
-// ensureNamespace registers the test namespace with wmrl's search
-// attributes unless it exists, and waits until it is usable.
-func ensureNamespace(t *testing.T, addr string) {
+// ensureNamespace registers namespace ns with wmrl's search attributes
+// unless it exists, and waits until it is usable.
+func ensureNamespace(t *testing.T, addr, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -119,7 +129,7 @@ func ensureNamespace(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	if err := workflows.EnsureNamespace(ctx, tc, testNamespace, 24*time.Hour); err != nil {
+	if err := workflows.EnsureNamespace(ctx, tc, ns, 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,30 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
-	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/reproduce"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/testenv"
-	"github.com/wmrl/wmrl/internal/worldmodel"
-	"github.com/wmrl/wmrl/workflows"
 )
 
 // benchNamespace keeps the benchmark test's tasks away from the workers of
@@ -62,102 +48,12 @@ func TestBenchPlan(t *testing.T) {
 	}
 }
 
-// benchStack starts workers for all five queues in this process on a real
-// Temporal server (namespace benchNamespace) with a fresh Postgres database,
-// the small test suite and the in-process sandbox, and returns the store
-// and the connection flags. It skips without a server, except in CI.
+// benchStack is stack in the benchmark's namespace: it returns the store
+// and the connection flags.
 func benchStack(t *testing.T) (*store.Store, []string) {
 	t.Helper()
-	addr := envOr("TEMPORAL_ADDRESS", defaultAddress)
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Temporal server at %s in CI: %v", addr, err)
-		}
-		t.Skipf("no Temporal server at %s (start one with deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
-	}
-	c.Close()
-	dsn := migrateTestDB(t)
-	st, err := store.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	registerNamespace(t, addr, benchNamespace)
-	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: benchNamespace, Logger: quietLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
-	wm, err := worldmodel.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{}, DataDir: t.TempDir()}
-	for _, name := range workflows.QueueNames() {
-		q, _ := workflows.Queue(name)
-		w := worker.New(tc, q, worker.Options{})
-		if q == workflows.QueueControl {
-			w.RegisterWorkflow(workflows.TrainingRun)
-			w.RegisterWorkflow(workflows.TrainingStep)
-		}
-		w.RegisterActivity(acts)
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
-	}
-	return st, []string{"--address", addr, "--namespace", benchNamespace, "--database-url", dsn}
-}
-
-// registerNamespace registers ns with wmrl's search attributes unless it
-// exists, and waits until it is usable.
-func registerNamespace(t *testing.T, addr, ns string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	_, err = tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
-		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		t.Fatal(err)
-	}
-	attrs := []struct {
-		name string
-		typ  enums.IndexedValueType
-	}{
-		{workflows.AttrRunName, enums.INDEXED_VALUE_TYPE_KEYWORD}, {workflows.AttrMode, enums.INDEXED_VALUE_TYPE_KEYWORD},
-		{workflows.AttrStep, enums.INDEXED_VALUE_TYPE_INT}, {workflows.AttrHeldOutScore, enums.INDEXED_VALUE_TYPE_DOUBLE},
-	}
-	for {
-		resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
-		if err == nil {
-			missing := map[string]enums.IndexedValueType{}
-			for _, a := range attrs {
-				if _, ok := resp.GetCustomAttributes()[a.name]; !ok {
-					missing[a.name] = a.typ
-				}
-			}
-			if len(missing) == 0 {
-				return
-			}
-			_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-				Namespace: ns, SearchAttributes: missing})
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("namespace %s not ready: %v", ns, err)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	e := stack(t, benchNamespace)
+	return e.st, e.flags
 }
 
 // TestBenchReproduce runs the tiny benchmark (one seed, every mode) through
