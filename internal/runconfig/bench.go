@@ -22,8 +22,8 @@ func BenchPresetNames() []string { return append([]string(nil), benchPresetNames
 //     version evaluated 6 tasks every 10 steps and took 45 minutes for
 //     6 modes × 3 seeds on a shared 2-core machine; a 6-task estimate
 //     proved too noisy to rank a collapsed policy (see
-//     docs/results/grpo-diagnosis.md). The all-task version is not timed
-//     yet.
+//     docs/results/grpo-diagnosis.md). The all-task version took 38
+//     minutes for 6 modes × 3 seeds (docs/results/README.md).
 //   - full: Default (200 steps of 32 groups of 8, a tenth of the groups
 //     anchors, held-out avg@8 on every held-out task every 20 steps), for
 //     bigger machines.
