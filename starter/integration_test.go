@@ -69,7 +69,7 @@ func stack(t *testing.T, ns string) *itEnv {
 		t.Skipf("no Temporal server at %s (start one with deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
 	}
 	c.Close()
-	dsn := migrateTestDB(t)
+	dsn := testenv.EmptyDB(t)
 	st, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -1,69 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/migrations"
 )
 
-// migrateTestDB creates an empty database on the test Postgres
-// (WMRL_TEST_DATABASE_URL, else the local socket), drops it after the test,
-// and returns its DSN. Without Postgres the test fails in CI and is skipped
-// elsewhere.
-func migrateTestDB(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("WMRL_TEST_DATABASE_URL")
-	if admin == "" {
-		admin = "host=/var/run/postgresql user=postgres dbname=postgres"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("WMRL_TEST_DATABASE_URL") != "" {
-			t.Fatalf("postgres unreachable at %q: %v", admin, err)
-		}
-		t.Skipf("postgres unreachable at %q (%v): start it with deploy/postgres.sh or set WMRL_TEST_DATABASE_URL", admin, err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("wmrl_test_%d_%08x", os.Getpid(), rand.Uint32())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
-	if strings.HasPrefix(admin, "postgres://") || strings.HasPrefix(admin, "postgresql://") {
-		if u, err := url.Parse(admin); err == nil {
-			u.Path = "/" + name
-			return u.String()
-		}
-	}
-	return admin + " dbname=" + name
-}
-
 func TestMigrateCommand(t *testing.T) {
-	dsn := migrateTestDB(t)
+	dsn := testenv.EmptyDB(t)
 	all, err := migrations.All()
 	if err != nil {
 		t.Fatal(err)

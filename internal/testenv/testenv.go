@@ -51,6 +51,25 @@ func FreshStore(t testing.TB) *store.Store {
 func FreshDB(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	ctx := t.Context()
+	dsn := EmptyDB(t)
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, dsn
+}
+
+// EmptyDB creates a new, unmigrated database on the test Postgres
+// (WMRL_TEST_DATABASE_URL, else the local socket), drops it when the test
+// ends, and returns its DSN. Without Postgres the test fails in CI (or when
+// WMRL_TEST_DATABASE_URL is set) and is skipped elsewhere.
+func EmptyDB(t testing.TB) string {
+	t.Helper()
+	ctx := t.Context()
 	admin := AdminDSN()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
@@ -78,16 +97,7 @@ func FreshDB(t testing.TB) (*store.Store, string) {
 			t.Errorf("drop %s: %v", name, err)
 		}
 	})
-	dsn := withDatabase(admin, name)
-	s, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s, dsn
+	return withDatabase(admin, name)
 }
 
 func withDatabase(dsn, db string) string {
