@@ -25,6 +25,7 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
+	"gopkg.in/yaml.v3"
 )
 
 // benchOptions are the flags of wmrl bench reproduce.
@@ -36,6 +37,10 @@ type benchOptions struct {
 	id     string
 	steps  int
 	poll   time.Duration
+	// config is a YAML file laid over the preset (--config); modes the
+	// comma-separated modes to run (--modes, default all).
+	config string
+	modes  string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -76,7 +81,13 @@ one followed, a missing one started. A failed run is reported and left out;
 the command then fails after writing the others. Ctrl-C stops following; the
 runs go on in Temporal, and the same command resumes. Progress goes to stderr.
 --steps overrides the preset's number of steps (for a quick check; use
-another --id). --json prints results.json to stdout instead of the table.`,
+another --id). --config FILE lays a YAML run configuration over the preset
+for every run (fields it omits keep the preset's; name, mode and seed are the
+benchmark's and may not appear), for experiments such as a higher rho_max;
+its text is kept in the results' header. --modes runs only the listed modes
+(comma-separated, e.g. grpo,wmrl); goals that need a missing mode are
+reported as lacking data. --json prints results.json to stdout instead of
+the table.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &o) },
 	}
@@ -88,6 +99,8 @@ another --id). --json prints results.json to stdout instead of the table.`,
 	f.StringVar(&o.id, "id", "", "benchmark id, the prefix of its run ids (default bench-<preset>)")
 	f.IntVar(&o.steps, "steps", 0, "training steps per run (default: the preset's)")
 	f.DurationVar(&o.poll, "poll", 2*time.Second, "how often to ask the running run for its status")
+	f.StringVar(&o.config, "config", "", "YAML file laid over the preset for every run (not name, mode or seed)")
+	f.StringVar(&o.modes, "modes", "", "comma-separated modes to run (default: "+modeList(mode.All())+")")
 	return cmd
 }
 
@@ -101,10 +114,21 @@ type benchRun struct {
 
 // benchPlan returns the runs of a benchmark, seed by seed, modes in
 // mode.All's order.
-func benchPlan(preset, id string, seeds, steps int) ([]benchRun, runconfig.Config, error) {
+func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
 	base, err := runconfig.BenchPreset(preset)
 	if err != nil {
 		return nil, base, err
+	}
+	if len(overlay) > 0 {
+		if err := benchOwned(overlay); err != nil {
+			return nil, base, err
+		}
+		if base, err = runconfig.Decode(base, overlay); err != nil {
+			return nil, base, err
+		}
+	}
+	if len(modes) == 0 {
+		modes = mode.All()
 	}
 	if seeds < 1 || seeds > 1000 {
 		return nil, base, fmt.Errorf("--seeds %d: want 1..1000", seeds)
@@ -120,7 +144,7 @@ func benchPlan(preset, id string, seeds, steps int) ([]benchRun, runconfig.Confi
 	}
 	var plan []benchRun
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		for _, m := range mode.All() {
+		for _, m := range modes {
 			cfg := base
 			cfg.Name, cfg.Mode, cfg.Seed = fmt.Sprintf("%s-%s-s%d", id, m, seed), m, seed
 			if ps := cfg.Problems(); len(ps) > 0 {
@@ -140,8 +164,21 @@ type benchOutcome struct {
 }
 
 func runBench(cmd *cobra.Command, o *benchOptions) error {
-	plan, base, err := benchPlan(o.preset, o.id, o.seeds, o.steps)
+	modes, err := parseModes(o.modes)
 	if err != nil {
+		return err
+	}
+	var overlay []byte
+	if o.config != "" {
+		if overlay, err = os.ReadFile(o.config); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+	}
+	plan, base, err := benchPlan(o.preset, o.id, o.seeds, o.steps, overlay, modes)
+	if err != nil {
+		if o.config != "" {
+			return fmt.Errorf("--config %s: %w", o.config, err)
+		}
 		return err
 	}
 	ctx := cmd.Context()
@@ -176,7 +213,9 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	}
 	pr.clear()
 
-	in := reproduce.Input{Header: benchHeader(cmd), Preset: o.preset, SuiteSeed: base.SuiteSeed, Steps: base.Steps}
+	hdr := benchHeader(cmd)
+	hdr.Config = string(overlay)
+	in := reproduce.Input{Header: hdr, Preset: o.preset, SuiteSeed: base.SuiteSeed, Steps: base.Steps}
 	var failed []string
 	for _, oc := range outcomes {
 		if oc.state != wfCompleted {
@@ -394,4 +433,58 @@ func (p *benchProgress) current(r benchRun, step, steps int, elapsed time.Durati
 func (p *benchProgress) finish(o benchOutcome) {
 	p.done++
 	p.line(strings.TrimSpace(fmt.Sprintf("%s %s %s", o.run.ID, stateText(o.state), o.note)))
+}
+
+// parseModes reads --modes: comma-separated mode names, each at most once,
+// returned in mode.All's order; empty means every mode.
+func parseModes(list string) ([]mode.Mode, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	seen := map[mode.Mode]bool{}
+	for _, name := range strings.Split(list, ",") {
+		m, err := mode.Parse(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("--modes: %w", err)
+		}
+		if seen[m] {
+			return nil, fmt.Errorf("--modes: %s given twice", m)
+		}
+		seen[m] = true
+	}
+	var out []mode.Mode
+	for _, m := range mode.All() {
+		if seen[m] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func modeList(ms []mode.Mode) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ",")
+}
+
+// benchOwned rejects a --config document that sets a field the benchmark
+// sets for each run (name, mode, seed), naming the field and its line.
+func benchOwned(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil // Decode reports an empty or malformed document
+	}
+	top := doc.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		switch k := top[i]; k.Value {
+		case "name", "mode", "seed":
+			return fmt.Errorf("line %d: %s is set by the benchmark for each run; remove it", k.Line, k.Value)
+		}
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ import (
 const benchNamespace = "wmrl-bench-test"
 
 func TestBenchPlan(t *testing.T) {
-	plan, base, err := benchPlan("tiny", "b1", 2, 5)
+	plan, base, err := benchPlan("tiny", "b1", 2, 5, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestBenchPlan(t *testing.T) {
 	if r := plan[6]; r.ID != "b1-grpo-s2" {
 		t.Errorf("run 6: %s", r.ID)
 	}
-	def, _, err := benchPlan("small", "", 1, 0)
+	def, _, err := benchPlan("small", "", 1, 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,50 @@ func TestBenchPlan(t *testing.T) {
 		t.Errorf("default id: %+v", def[0])
 	}
 	for _, give := range [][]any{{"huge", "", 1, 0}, {"tiny", "", 0, 0}, {"tiny", "", 1, -1}, {"tiny", "has space", 1, 0}} {
-		if _, _, err := benchPlan(give[0].(string), give[1].(string), give[2].(int), give[3].(int)); err == nil {
+		if _, _, err := benchPlan(give[0].(string), give[1].(string), give[2].(int), give[3].(int), nil, nil); err == nil {
 			t.Errorf("benchPlan%v accepted", give)
+		}
+	}
+}
+
+func TestBenchPlanOverlay(t *testing.T) {
+	modes, err := parseModes(" wmrl, grpo")
+	if err != nil || len(modes) != 2 || modes[0] != mode.GRPO || modes[1] != mode.WMRL {
+		t.Fatalf("parseModes: %v %v", modes, err)
+	}
+	plan, base, err := benchPlan("small", "x", 2, 0, []byte("denoise:\n  rho_max: 100\n  warmup: 8\n"), modes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := runconfig.BenchPreset("small")
+	if len(plan) != 4 || plan[1].ID != "x-wmrl-s1" || plan[2].ID != "x-grpo-s2" {
+		t.Fatalf("plan %+v", plan)
+	}
+	for _, r := range plan {
+		if r.Cfg.Denoise.RhoMax != 100 || r.Cfg.Denoise.Warmup != 8 || r.Cfg.Denoise.HalfLife != small.Denoise.HalfLife || r.Cfg.Steps != small.Steps {
+			t.Errorf("%s: denoise %+v steps %d", r.ID, r.Cfg.Denoise, r.Cfg.Steps)
+		}
+	}
+	if base.Denoise.RhoMax != 100 {
+		t.Errorf("base rho_max %v", base.Denoise.RhoMax)
+	}
+	for give, want := range map[string]string{
+		"wmrl,bogus": "--modes", "grpo,grpo": "given twice",
+	} {
+		if _, err := parseModes(give); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseModes(%q): %v, want %q", give, err, want)
+		}
+	}
+	for give, want := range map[string]string{
+		"steps: 3\nmode: wm\n":      "line 2: mode is set by the benchmark",
+		"seed: 4\n":                 "line 1: seed",
+		"denoise:\n  rho_maxx: 3\n": "rho_maxx",
+		"denoise:\n  rho_max: -1\n": "rho_max",
+		"policy: [1, 2]\n":          "line 1",
+	} {
+		_, _, err := benchPlan("small", "x", 1, 0, []byte(give), nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("overlay %q: %v, want %q", give, err, want)
 		}
 	}
 }

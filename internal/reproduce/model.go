@@ -61,6 +61,9 @@ type Header struct {
 	Command string  `json:"command"`
 	Date    string  `json:"date"`
 	Machine Machine `json:"machine"`
+	// Config is the YAML laid over the preset for every run (--config),
+	// empty when the preset ran unchanged.
+	Config string `json:"config,omitempty"`
 }
 
 // Input is everything a report is made from.

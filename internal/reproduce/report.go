@@ -81,7 +81,11 @@ func Markdown(w io.Writer, res Results, s Summary, notes, plots []string) error 
 	fmt.Fprintf(&b, "- date: %s\n", h.Date)
 	mc := h.Machine
 	fmt.Fprintf(&b, "- machine: %d cores, %s memory, %s %s/%s\n", mc.Cores, gib(mc.MemoryBytes), mc.GoVersion, mc.OS, mc.Arch)
-	fmt.Fprintf(&b, "- preset %s, suite seed %d, %d steps per run, %d runs\n\n", res.Preset, res.SuiteSeed, res.Steps, len(res.Runs))
+	fmt.Fprintf(&b, "- preset %s, suite seed %d, %d steps per run, %d runs\n", res.Preset, res.SuiteSeed, res.Steps, len(res.Runs))
+	if h.Config != "" {
+		fmt.Fprintf(&b, "- configuration laid over the preset for every run:\n\n```yaml\n%s\n```\n", strings.TrimRight(h.Config, "\n"))
+	}
+	b.WriteString("\n")
 	b.WriteString("Means ± sample standard deviations over seeds. Sandbox CPU-seconds and executions count the\n")
 	b.WriteString("training executions only; the held-out evaluation (real execution in every mode) is counted\n")
 	b.WriteString("apart below. Cost reduction is grpo's mean sandbox CPU-seconds over the mode's.\n\n")

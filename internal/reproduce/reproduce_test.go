@@ -253,6 +253,7 @@ func TestWriteAll(t *testing.T) {
 	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55}
 	in := input(paper, execsPaper())
 	in.Notes = []string{"mix seed 4 failed: left out"}
+	in.Header.Config = "denoise:\n  rho_max: 100\n"
 	dir := filepath.Join(t.TempDir(), "results")
 	if d := os.Getenv("REPRODUCE_KEEP"); d != "" {
 		dir = d
@@ -312,7 +313,8 @@ func TestWriteAll(t *testing.T) {
 		"| grpo | 64.0 ± 0.0 | 128 | 0.6000 ± 0.0100 | 1.00× |", "| wmrl | 16.0 ± 0.0 | 32 | 0.6200 ± 0.0100 | 4.00× |",
 		"| wm | 0.0 ± 0.0 | 0 | 0.4000 ± 0.0100 | ∞× |", "| debias | yes | no | 0.5800 ± 0.0100 | +0.0800 |",
 		"**met**: " + GoalQuality, "**met**: " + GoalOverMix, "![heldout_vs_step](heldout_vs_step.png)",
-		"## Notes\n\n- mix seed 4 failed: left out\n"} {
+		"## Notes\n\n- mix seed 4 failed: left out\n",
+		"- configuration laid over the preset for every run:\n\n```yaml\ndenoise:\n  rho_max: 100\n```\n"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("results.md lacks %q:\n%s", s, md)
 		}
