@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/mode"
 )
 
@@ -199,6 +200,11 @@ func TestBenchPresets(t *testing.T) {
 		if c.Name != "bench-"+name {
 			t.Errorf("%s: name %q", name, c.Name)
 		}
+	}
+	// The small preset's two anchor groups per step (docs/results/README.md).
+	small, _ := BenchPreset("small")
+	if k, err := anchors.Count(small.Groups, small.Anchors.Fraction, small.Anchors.Min, small.FreeCapacity()); err != nil || k != 2 {
+		t.Errorf("small preset: %d anchor groups per step (%v), want 2", k, err)
 	}
 	if _, err := BenchPreset("huge"); err == nil || !strings.Contains(err.Error(), "tiny, small, full") {
 		t.Errorf("unknown preset: %v", err)
