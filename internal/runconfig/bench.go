@@ -23,12 +23,12 @@ func BenchPresetNames() []string { return append([]string(nil), benchPresetNames
 //     G = 8): with one, the only real signal of a step came from one task,
 //     and the world model ranks the policy's own programs poorly once it
 //     has concentrated on one family (within-group Spearman 0.64 over
-//     steps 0-9, 0.18 over 10-19), so wmrl trailed grpo; see
-//     docs/results/README.md. Earlier versions evaluated 6 tasks every 10
-//     steps (45 minutes for 6 modes × 3 seeds on a shared 2-core
-//     machine; too noisy to rank a collapsed policy, see
-//     docs/results/grpo-diagnosis.md) and then all 16 tasks with one
-//     anchor group (38 minutes).
+//     steps 0-9, 0.17 over 10-19), so wmrl trailed grpo; see
+//     docs/results/README.md. It took 32 minutes for 6 modes × 3 seeds
+//     on the 2-core machine with the process sandbox. Earlier versions
+//     evaluated 6 tasks every 10 steps (45 minutes; too noisy to rank a
+//     collapsed policy, see docs/results/grpo-diagnosis.md) and then all
+//     16 tasks with one anchor group (38 minutes, Docker sandbox).
 //   - full: Default (200 steps of 32 groups of 8, a tenth of the groups
 //     anchors, held-out avg@8 on every held-out task every 20 steps), for
 //     bigger machines.
