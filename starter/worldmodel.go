@@ -26,16 +26,20 @@ func newWorldModelCmdWith(options suiteOptionsFunc) *cobra.Command {
 		Short: "Fit and evaluate the frozen world model of the built-in suite",
 		Long: `The world model predicts a program's execution score r_wm in [0, 1] from the
 task's data card and the program text, without running it: a ridge
-regression on hand-made features, fitted in logit space and read through the
-logistic link. It is trained offline on logged executions of random valid
-programs on the TRAINING tasks only, and is deliberately imperfect: it ranks
-programs within a task usefully but is biased and miscalibrated, which is
-what wmrl's debiasing and denoising correct.
+regression on hand-made features, fitted in the space of a link function
+(the stored model: log, read back as min(1, exp(z))). It is trained offline
+on logged executions of random valid programs on the TRAINING tasks only,
+and is deliberately imperfect: it ranks programs within a task usefully but
+is biased and miscalibrated, which is what wmrl's debiasing and denoising
+correct.
 
 The stored model (embedded in wmrl) is rebuilt byte for byte by
-  wmrl worldmodel fit --out internal/worldmodel/default.json`,
+  wmrl worldmodel fit --out internal/worldmodel/default.json
+
+eval measures it on random programs of held-out tasks; anchors measures it on
+the programs training runs actually sampled (their anchor groups).`,
 	}
-	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options))
+	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(options))
 	return cmd
 }
 

@@ -370,6 +370,26 @@ func TestTrajectoryStages(t *testing.T) {
 	if one.Exec == nil || *one.Exec != first[1].Result || one.ExecutedAt == nil {
 		t.Errorf("trajectory %s exec %+v, want %+v", sols[1].Key, one.Exec, first[1].Result)
 	}
+	// Anchor trajectories with a world-model score and an execution: group
+	// 0's two and group 2's first (its second is not executed; group 1 is
+	// executed nowhere and is no anchor).
+	anchors, err := s.AnchorTrajectories(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []Key
+	for _, tr := range anchors {
+		keys = append(keys, tr.Key)
+		if !tr.Anchor || tr.WMScore == nil || tr.Exec == nil {
+			t.Errorf("anchor trajectory %+v", tr)
+		}
+	}
+	if want := []Key{sols[0].Key, sols[1].Key, sols[4].Key}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("AnchorTrajectories keys %v, want %v", keys, want)
+	}
+	if none, err := s.AnchorTrajectories(ctx, "no-such-run"); err != nil || len(none) != 0 {
+		t.Errorf("AnchorTrajectories of an unknown run: %v, %v", none, err)
+	}
 	if _, err := s.Trajectory(ctx, Key{r.ID, 9, 9, 9}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Trajectory of an unknown key: %v, want ErrNotFound", err)
 	}

@@ -322,6 +322,22 @@ func (s *Store) StepTrajectories(ctx context.Context, run string, step int) ([]T
 	return ts, nil
 }
 
+// AnchorTrajectories returns the anchor trajectories of a run that have both
+// a world-model score and a real execution, in (step, group, sample) order.
+func (s *Store) AnchorTrajectories(ctx context.Context, run string) ([]Trajectory, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+trajectoryColumns+` FROM trajectories
+		WHERE run_id = $1 AND anchor AND wm_score IS NOT NULL AND status IS NOT NULL
+		ORDER BY step, grp, sample`, run)
+	if err != nil {
+		return nil, fmt.Errorf("anchor trajectories: %w", err)
+	}
+	ts, err := pgx.CollectRows(rows, scanTrajectory)
+	if err != nil {
+		return nil, fmt.Errorf("anchor trajectories: %w", err)
+	}
+	return ts, nil
+}
+
 // Trajectory returns one trajectory, or an error wrapping ErrNotFound.
 func (s *Store) Trajectory(ctx context.Context, k Key) (Trajectory, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+trajectoryColumns+` FROM trajectories

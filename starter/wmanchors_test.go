@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// TestWorldModelAnchors stores a run whose anchor groups were scored by the
+// default world model and executed with known real scores, then measures
+// the world model on them: with the recorded scores and re-scored by the
+// same artefact (the same numbers), per step and over both steps.
+func TestWorldModelAnchors(t *testing.T) {
+	dsn := testenv.EmptyDB(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	t.Setenv(suite.CacheEnv, cache)
+	const suiteSeed = 7
+	s, err := (suite.Loader{}).Load(ctx, smallSuiteOptions(suiteSeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := runconfig.BenchPreset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Name, cfg.Mode, cfg.Seed, cfg.SuiteSeed = "anchors-test", mode.WMRL, 1, suiteSeed
+	raw, _ := json.Marshal(cfg)
+	run := store.Run{ID: "anchors-test", Name: cfg.Name, Mode: mode.WMRL, Config: raw, Seed: 1, Steps: 2, State: store.RunCompleted}
+	if err := st.UpsertRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	// Two steps, group 1 the anchor group of each: its four programs get
+	// real positions in the world model's order at step 0 and in the reverse
+	// order at step 1, so the within-group Spearman is +1 and then -1.
+	progs := []string{"ridge alpha=1", "gbt trees=100 depth=2 lr=0.1", "standardize | ridge alpha=10", "gbt trees=400 depth=6 lr=0.01"}
+	task := s.Split(suite.Train)[0]
+	preds := make([]float64, len(progs))
+	for i, p := range progs {
+		if preds[i], err = wm.PredictText(task.Card.Vector(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := range 2 {
+		var sols []store.Solution
+		var scores []store.Score
+		var execs []store.Execution
+		for g := range 2 {
+			for i, p := range progs {
+				k := store.Key{Run: run.ID, Step: step, Group: g, Sample: i}
+				sols = append(sols, store.Solution{Key: k, TaskID: task.ID, Program: p})
+				scores = append(scores, store.Score{Key: k, WM: preds[i]})
+				if g == 1 {
+					rank := 0 // the rank of preds[i] among preds
+					for _, q := range preds {
+						if q < preds[i] {
+							rank++
+						}
+					}
+					if step == 1 {
+						rank = len(progs) - 1 - rank
+					}
+					pos := float64(rank) / float64(len(progs))
+					execs = append(execs, store.Execution{Key: k, Result: executor.NewResult(executor.StatusOK, pos, pos, "")})
+				}
+			}
+		}
+		if _, err := st.InsertTrajectories(ctx, sols); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetWMScores(ctx, scores); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetAnchors(ctx, run.ID, step, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordExecutions(ctx, execs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	art := filepath.Join(t.TempDir(), "wm.json")
+	if err := os.WriteFile(art, worldmodel.DefaultArtefact(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, model := range []string{"", art} {
+		args := []string{"anchors", "--database-url", dsn, "--every", "1", "--json", run.ID}
+		if model != "" {
+			args = append(args, "--model", model)
+		}
+		out, err := runWorldModelCmd(t, cache, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep anchorsReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("decode %q: %v", out, err)
+		}
+		if len(rep.Ranges) != 2 || rep.Every != 1 {
+			t.Fatalf("model %q: %+v", model, rep)
+		}
+		for step, want := range []float64{1, -1} {
+			r := rep.Ranges[step]
+			if r.From != step || r.Pairs != 4 || r.Groups != 1 || r.Ranked != 1 || r.Tied != 0 || r.Spearman != want {
+				t.Errorf("model %q step %d: %+v, want spearman %v", model, step, r, want)
+			}
+		}
+	}
+	out, err := runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "world model: recorded; runs: anchors-test") || !strings.Contains(out, "0-9") || !strings.Contains(out, "0.000") {
+		t.Errorf("text report:\n%s", out)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nope"}, `no run "nope"`},
+		{[]string{"--every", "0", run.ID}, "--every 0"},
+		{[]string{"--model", filepath.Join(t.TempDir(), "missing.json"), run.ID}, "--model"},
+	} {
+		_, err := runWorldModelCmd(t, cache, append([]string{"anchors", "--database-url", dsn}, tt.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	// A run without anchors (grpo) has nothing to measure.
+	run.ID, run.Mode = "anchors-grpo", mode.GRPO
+	if err := st.UpsertRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, run.ID); err == nil || !strings.Contains(err.Error(), "no executed anchor trajectories") {
+		t.Errorf("grpo run: %v", err)
+	}
+}
