@@ -100,7 +100,7 @@ the table.`,
 	f.IntVar(&o.steps, "steps", 0, "training steps per run (default: the preset's)")
 	f.DurationVar(&o.poll, "poll", 2*time.Second, "how often to ask the running run for its status")
 	f.StringVar(&o.config, "config", "", "YAML file laid over the preset for every run (not name, mode or seed)")
-	f.StringVar(&o.modes, "modes", "", "comma-separated modes to run (default: "+modeList(mode.All())+")")
+	f.StringVar(&o.modes, "modes", "", "comma-separated modes to run (default: "+strings.Join(mode.Names(), ",")+")")
 	return cmd
 }
 
@@ -459,14 +459,6 @@ func parseModes(list string) ([]mode.Mode, error) {
 		}
 	}
 	return out, nil
-}
-
-func modeList(ms []mode.Mode) string {
-	names := make([]string, len(ms))
-	for i, m := range ms {
-		names[i] = string(m)
-	}
-	return strings.Join(names, ",")
 }
 
 // benchOwned rejects a --config document that sets a field the benchmark

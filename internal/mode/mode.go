@@ -31,13 +31,16 @@ func All() []Mode {
 	return []Mode{GRPO, WM, WMRL, Mix, Debias, Denoise}
 }
 
-func validList() string {
+// Names returns the names of All's modes, in its order.
+func Names() []string {
 	names := make([]string, 0, 6)
 	for _, m := range All() {
 		names = append(names, string(m))
 	}
-	return strings.Join(names, ", ")
+	return names
 }
+
+func validList() string { return strings.Join(Names(), ", ") }
 
 // Parse returns the mode named s (exact, lowercase). The error lists the
 // valid modes.

@@ -136,3 +136,15 @@ func TestSet(t *testing.T) {
 		t.Errorf("Type %q String %q", m.Type(), m.String())
 	}
 }
+
+func TestNames(t *testing.T) {
+	names := Names()
+	if len(names) != len(All()) {
+		t.Fatalf("names %v", names)
+	}
+	for i, m := range All() {
+		if names[i] != string(m) {
+			t.Errorf("name %d = %q, want %q", i, names[i], m)
+		}
+	}
+}
