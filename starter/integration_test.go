@@ -95,11 +95,7 @@ func stack(t *testing.T, ns string) *itEnv {
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
 		w := worker.New(tc, q, worker.Options{})
-		if q == workflows.QueueControl {
-			w.RegisterWorkflow(workflows.TrainingRun)
-			w.RegisterWorkflow(workflows.TrainingStep)
-		}
-		w.RegisterActivity(acts)
+		workflows.Register(w, q, acts)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}

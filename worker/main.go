@@ -26,7 +26,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"github.com/wmrl/wmrl/activities"
@@ -215,13 +214,7 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	for _, name := range o.queues {
 		q, _ := workflows.Queue(name)
 		w := worker.New(c, q, worker.Options{WorkerStopTimeout: 30 * time.Second})
-		if name == "control" {
-			w.RegisterWorkflowWithOptions(workflows.TrainingRun, workflow.RegisterOptions{Name: "TrainingRun"})
-			w.RegisterWorkflowWithOptions(workflows.TrainingStep, workflow.RegisterOptions{Name: "TrainingStep"})
-		}
-		// Every queue registers the whole struct: an activity runs only
-		// where the workflow schedules it, and the struct is shared.
-		w.RegisterActivity(acts)
+		workflows.Register(w, q, acts)
 		if err := w.Start(); err != nil {
 			for _, s := range workers {
 				s.Stop()

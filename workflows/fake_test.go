@@ -26,10 +26,19 @@ type fake struct {
 	calls map[string]int
 	// executed lists the (step, group) of every Execute call.
 	executed [][2]int
-	// failExec makes Execute of these groups fail as a sandbox error.
-	failExec map[int]bool
+	// failExec makes Execute of these groups fail as a sandbox error; with
+	// recoverAfter > 0, only the first recoverAfter calls of each group fail.
+	failExec     map[int]bool
+	recoverAfter int
+	groupCalls   map[int]int
 	// fuses records the Fuse requests.
 	fuses []activities.FuseRequest
+	// ungraded is the number of trajectories CalibrateAndFuse reports
+	// ungraded (left without a verdict by the grader).
+	ungraded int
+	// emptyEval makes HeldOutScore report no evaluated task; failEval makes
+	// Evaluate fail as a sandbox error.
+	emptyEval, failEval bool
 }
 
 func (f *fake) count(name string) {
@@ -85,7 +94,11 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.count("Execute")
 			f.mu.Lock()
 			f.executed = append(f.executed, [2]int{r.Step, r.Group})
-			fail := f.failExec[r.Group]
+			if f.groupCalls == nil {
+				f.groupCalls = map[int]int{}
+			}
+			f.groupCalls[r.Group]++
+			fail := f.failExec[r.Group] && (f.recoverAfter == 0 || f.groupCalls[r.Group] <= f.recoverAfter)
 			f.mu.Unlock()
 			if fail {
 				return activities.ExecuteResponse{}, fmt.Errorf("docker daemon down")
@@ -113,6 +126,28 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			return activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
 				Stats: activities.FuseStats{Trajectories: 16, Graded: 16}}, nil
 		}).Maybe()
+	env.OnActivity(a.CalibrateAndFuse, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.CalibrateAndFuseRequest) (activities.CalibrateAndFuseResponse, error) {
+			f.count("CalibrateAndFuse")
+			var res activities.CalibrateAndFuseResponse
+			if r.Record != nil {
+				f.count("RecordAnchors")
+			}
+			if r.Calibrate != nil {
+				f.count("Calibrate")
+				res.Calibration = &activities.CalibrationSummary{Step: r.Calibrate.Step, Pairs: 4 * (r.Calibrate.Step + 1), Knots: 2}
+			}
+			f.count("Fuse")
+			f.mu.Lock()
+			f.fuses = append(f.fuses, r.Fuse)
+			ungraded := f.ungraded
+			f.mu.Unlock()
+			st := r.Fuse.Denoise
+			st.Groups += len(r.Fuse.Anchors)
+			res.Fuse = activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
+				Stats: activities.FuseStats{Trajectories: 16, Graded: 16 - ungraded, Ungraded: ungraded}}
+			return res, nil
+		}).Maybe()
 	up := env.OnActivity(a.Update, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.UpdateRequest) (activities.UpdateResponse, error) {
 			f.count("Update")
@@ -133,11 +168,17 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 	env.OnActivity(a.Evaluate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.EvaluateRequest) (activities.EvaluateResponse, error) {
 			f.count("Evaluate")
+			if f.failEval {
+				return activities.EvaluateResponse{}, fmt.Errorf("docker daemon down")
+			}
 			return activities.EvaluateResponse{Executed: r.Samples}, nil
 		}).Maybe()
 	env.OnActivity(a.HeldOutScore, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.HeldOutScoreRequest) (store.HeldOut, error) {
 			f.count("HeldOutScore")
+			if f.emptyEval {
+				return store.HeldOut{}, nil
+			}
 			return store.HeldOut{Score: 0.25 + float64(r.Version)/100, Tasks: 2, Samples: 4}, nil
 		}).Maybe()
 }
@@ -162,7 +203,7 @@ func newEnv(t *testing.T, s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflo
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(TrainingRun)
 	env.RegisterWorkflow(TrainingStep)
-	env.RegisterActivity(&activities.Activities{})
+	activities.Register(env, &activities.Activities{})
 	return env
 }
 

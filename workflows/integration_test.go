@@ -69,11 +69,7 @@ func startWorkers(t *testing.T, c client.Client, a *activities.Activities) {
 	for _, name := range QueueNames() {
 		q, _ := Queue(name)
 		w := worker.New(c, q, worker.Options{})
-		if q == QueueControl {
-			w.RegisterWorkflow(TrainingRun)
-			w.RegisterWorkflow(TrainingStep)
-		}
-		w.RegisterActivity(a)
+		Register(w, q, a)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -26,9 +26,21 @@ func retryForever() *temporal.RetryPolicy {
 	}
 }
 
-// ExecuteAttempts is how often a real execution is tried before its
-// trajectory counts as ungraded (excluded from the advantages).
+// ExecuteAttempts is how often a real execution was tried before its
+// trajectory counted as ungraded, in steps and evaluations recorded before
+// changeStepV2 and changeEvalV2. From them on an execution is retried until
+// it has a verdict (withSandboxUntilVerdict).
 const ExecuteAttempts = 5
+
+// withLocalControl runs short control bookkeeping (StartStep, FinishStep)
+// as a local activity in the workflow's worker: no task queue round trip.
+// An outage of the database is retried for as long as it lasts.
+func withLocalControl(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         retryForever(),
+	})
+}
 
 func withControl(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -67,6 +79,32 @@ func withSandbox(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
 		StartToCloseTimeout: deadline(cfg) + 2*time.Minute,
 		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy:         rp,
+	})
+}
+
+// withSandboxUntilVerdict retries an execution whose infrastructure fails
+// (database, engine, network, refused limits) with backoff for up to
+// sandbox.retry_hours: only the sandbox's verdict ends it, so an outage
+// delays the step instead of changing its result.
+func withSandboxUntilVerdict(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              QueueSandbox,
+		ScheduleToCloseTimeout: cfg.Sandbox.RetryBudget(),
+		StartToCloseTimeout:    deadline(cfg) + 2*time.Minute,
+		HeartbeatTimeout:       30 * time.Second,
+		RetryPolicy:            retryForever(),
+	})
+}
+
+// withEvaluateUntilVerdict is withSandboxUntilVerdict for a held-out task's
+// evaluation.
+func withEvaluateUntilVerdict(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              QueueSandbox,
+		ScheduleToCloseTimeout: cfg.Sandbox.RetryBudget(),
+		StartToCloseTimeout:    time.Duration(cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute,
+		HeartbeatTimeout:       time.Minute,
+		RetryPolicy:            retryForever(),
 	})
 }
 

@@ -39,7 +39,7 @@ func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, i
 	for seg := 1; seg <= 20; seg++ {
 		env := newEnv(t, &s)
 		env.SetTestTimeout(2 * time.Minute)
-		env.RegisterActivity(a)
+		activities.Register(env, a)
 		env.ExecuteWorkflow(TrainingRun, in)
 		err := env.GetWorkflowError()
 		var can *workflow.ContinueAsNewError

@@ -117,7 +117,6 @@ func invalidInput(err error) error {
 // evaluations every Eval.Every steps and at the end, continue-as-new every
 // ContinueAsNewEvery steps (or when Temporal suggests it).
 func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
-	var a *activities.Activities
 	cfg := in.Config
 	if err := cfg.Validate(); err != nil {
 		return RunResult{}, invalidInput(err)
@@ -129,7 +128,7 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if st == nil && in.ResumeFrom != "" {
 		var r activities.ResumeRunResponse
 		req := activities.ResumeRunRequest{RunID: in.RunID, From: in.ResumeFrom, Config: cfg}
-		if err := workflow.ExecuteActivity(ctl, a.ResumeRun, req).Get(ctx, &r); err != nil {
+		if err := workflow.ExecuteActivity(ctl, activities.NameResumeRun, req).Get(ctx, &r); err != nil {
 			return RunResult{}, fmt.Errorf("resume from %s: %w", in.ResumeFrom, err)
 		}
 		st = &RunState{Step: r.Step, Checkpoint: r.Checkpoint, Denoise: r.Denoise, Rho: r.Rho, Tracker: r.Tracker,
@@ -139,7 +138,7 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if st == nil {
 		var created activities.CreateRunResponse
 		req := activities.CreateRunRequest{RunID: in.RunID, Config: cfg}
-		if err := workflow.ExecuteActivity(ctl, a.CreateRun, req).Get(ctx, &created); err != nil {
+		if err := workflow.ExecuteActivity(ctl, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
 			return RunResult{}, fmt.Errorf("create run: %w", err)
 		}
 		st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
@@ -200,7 +199,7 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	}
 	setState := func(s store.RunState) error {
 		req := activities.SetRunStateRequest{RunID: in.RunID, State: s}
-		return workflow.ExecuteActivity(ctl, a.SetRunState, req).Get(ctx, nil)
+		return workflow.ExecuteActivity(ctl, activities.NameSetRunState, req).Get(ctx, nil)
 	}
 
 	stepsHere := 0
@@ -299,21 +298,25 @@ func drain(ch workflow.ReceiveChannel, apply func()) {
 
 // evaluate measures the held-out score of checkpoint st.Step: Eval.Samples
 // programs per held-out task, each really executed (sandbox queue), counted
-// apart from training. A task whose evaluation fails after every retry is
-// left out of the score.
+// apart from training. From changeEvalV2 on, a task's evaluation is retried
+// until it has a verdict and an evaluation of nothing is an error; before
+// it, a task whose evaluation failed five times was left out of the score.
 func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState) error {
-	var a *activities.Activities
+	version := workflow.GetVersion(ctx, changeEvalV2, workflow.DefaultVersion, 1)
 	logger := workflow.GetLogger(ctx)
 	ctl := withControl(ctx)
 	var tasks activities.HeldOutTasksResponse
 	treq := activities.HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed, Limit: cfg.Eval.Tasks}
-	if err := workflow.ExecuteActivity(ctl, a.HeldOutTasks, treq).Get(ctx, &tasks); err != nil {
+	if err := workflow.ExecuteActivity(ctl, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
 		return fmt.Errorf("held-out tasks: %w", err)
 	}
 	ev := withEvaluate(ctx, cfg)
+	if version >= 1 {
+		ev = withEvaluateUntilVerdict(ctx, cfg)
+	}
 	limits := cfg.Sandbox.Limits()
 	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(ev, a.Evaluate, activities.EvaluateRequest{
+		return workflow.ExecuteActivity(ev, activities.NameEvaluate, activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
 			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
 	}, func(i int, f workflow.Future) error {
@@ -321,6 +324,10 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() == activities.ErrInvalidInput {
 			return fmt.Errorf("evaluate %s: %w", tasks.TaskIDs[i], err)
+		}
+		if err != nil && version >= 1 {
+			return fmt.Errorf("evaluate %s: no verdict within sandbox.retry_hours (%v): %w", tasks.TaskIDs[i],
+				cfg.Sandbox.RetryBudget(), err)
 		}
 		if err != nil {
 			logger.Warn("held-out task not evaluated", "task", tasks.TaskIDs[i], "error", err)
@@ -332,8 +339,12 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	}
 	var h store.HeldOut
 	hreq := activities.HeldOutScoreRequest{RunID: runID, Version: st.Checkpoint.Version}
-	if err := workflow.ExecuteActivity(ctl, a.HeldOutScore, hreq).Get(ctx, &h); err != nil {
+	if err := workflow.ExecuteActivity(ctl, activities.NameHeldOutScore, hreq).Get(ctx, &h); err != nil {
 		return fmt.Errorf("held-out score: %w", err)
+	}
+	if version >= 1 && (h.Tasks == 0 || h.Samples == 0) {
+		return invalidInput(fmt.Errorf("held-out evaluation of checkpoint %d evaluated no program (%d tasks, %d samples): "+
+			"no score is reported for it", st.Checkpoint.Version, h.Tasks, h.Samples))
 	}
 	st.HeldOut = &HeldOut{Version: st.Checkpoint.Version, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, keyHeldOut().ValueSet(h.Score)); err != nil {

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 )
 
@@ -45,36 +47,87 @@ type StepResult struct {
 // StepWorkflowID is the workflow ID of step n of a run.
 func StepWorkflowID(runID string, step int) string { return fmt.Sprintf("%s/step-%d", runID, step) }
 
-// TrainingStep runs one training step (DESIGN.md, Architecture, stages 1-9).
+// Workflow changes, checked with workflow.GetVersion so that histories
+// recorded before a change replay with the code that made them.
+const (
+	// changeStepV2 (version 1): StartStep and FinishStep run as local
+	// activities; RecordAnchors, Calibrate and Fuse run as one activity
+	// (CalibrateAndFuse); an execution is retried until it has a verdict
+	// (for at most sandbox.retry_hours), so an infrastructure outage never
+	// leaves a trajectory ungraded; a step whose ungraded share exceeds
+	// max_ungraded fails.
+	changeStepV2 = "step-v2"
+	// changeEvalV2 (version 1): a held-out evaluation is retried until it
+	// has a verdict (for at most sandbox.retry_hours) instead of leaving a
+	// task out, and an evaluation of no task is an error, never a score.
+	changeEvalV2 = "eval-v2"
+)
+
+// TrainingStep runs one training step (docs/design.md, "The step"): the
+// stages below, in order, each a helper of stepRun.
 func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
-	var a *activities.Activities
-	cfg := in.Config
-	if err := cfg.Validate(); err != nil {
-		return StepResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, err)
+	if err := in.Config.Validate(); err != nil {
+		return StepResult{}, invalidInput(err)
 	}
-	pc := cfg.Mode.Pieces()
-	G, n := cfg.Groups, cfg.Samples
-	logger := workflow.GetLogger(ctx)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, keyRunName().ValueSet(cfg.Name), keyMode().ValueSet(string(cfg.Mode)),
-		keyStep().ValueSet(int64(in.Step))); err != nil {
+	s := &stepRun{in: in, cfg: in.Config, pc: in.Config.Mode.Pieces(), logger: workflow.GetLogger(ctx)}
+	s.version = workflow.GetVersion(ctx, changeStepV2, workflow.DefaultVersion, 1)
+	s.res = StepResult{Step: in.Step, Anchors: []int{}}
+	m := &s.res.Metrics
+	m.Groups, m.Samples, m.Trajectories = s.cfg.Groups, s.cfg.Samples, s.cfg.Groups*s.cfg.Samples
+	if err := workflow.UpsertTypedSearchAttributes(ctx, keyRunName().ValueSet(s.cfg.Name),
+		keyMode().ValueSet(string(s.cfg.Mode)), keyStep().ValueSet(int64(in.Step))); err != nil {
 		return StepResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
-	res := StepResult{Step: in.Step, Anchors: []int{}}
-	m := &res.Metrics
-	m.Groups, m.Samples, m.Trajectories = G, n, G*n
-
-	ctl := withControl(ctx)
-	stepReq := activities.StepRequest{RunID: in.RunID, Step: in.Step}
-	if err := workflow.ExecuteActivity(ctl, a.StartStep, stepReq).Get(ctx, nil); err != nil {
-		return res, fmt.Errorf("start step: %w", err)
+	for _, stage := range []func(workflow.Context) error{
+		s.start,           // StartStep: record the step in Postgres
+		s.generate,        // 1. Generate × G (rollout)
+		s.chooseAnchors,   // 2. anchor groups, a pure function of (seed, step)
+		s.scoreWorldModel, // 3. ScoreWorldModel × G (worldmodel)
+		s.execute,         // 4. Execute the anchor (or, in grpo, all) trajectories (sandbox)
+		s.settle,          // 5-7. RecordAnchors, Calibrate, Fuse (control)
+		s.update,          // 8. Update: checkpoint s -> s+1 (gpu)
+		s.finish,          // 9. FinishStep: the step's metrics
+	} {
+		if err := stage(ctx); err != nil {
+			return s.res, err
+		}
 	}
+	return s.res, nil
+}
 
-	// 1. Generate × G.
+// stepRun is one TrainingStep's state, shared by its stages.
+type stepRun struct {
+	in      StepInput
+	cfg     runconfig.Config
+	pc      mode.Pieces
+	version workflow.Version
+	logger  log.Logger
+	res     StepResult
+}
+
+func (s *stepRun) stepRequest() activities.StepRequest {
+	return activities.StepRequest{RunID: s.in.RunID, Step: s.in.Step}
+}
+
+func (s *stepRun) start(ctx workflow.Context) error {
+	var err error
+	if s.version >= 1 {
+		err = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+	} else {
+		err = workflow.ExecuteActivity(withControl(ctx), activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("start step: %w", err)
+	}
+	return nil
+}
+
+func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
-	err := forEach(ctx, G, cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(rollout, a.Generate, activities.GenerateRequest{
-			RunID: in.RunID, Step: in.Step, Group: g, Samples: n, Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed,
-			Checkpoint: in.Checkpoint,
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
+		return workflow.ExecuteActivity(rollout, activities.NameGenerate, activities.GenerateRequest{
+			RunID: s.in.RunID, Step: s.in.Step, Group: g, Samples: s.cfg.Samples, Seed: s.cfg.Seed,
+			SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint,
 		})
 	}, func(g int, f workflow.Future) error {
 		if err := f.Get(ctx, nil); err != nil {
@@ -82,52 +135,62 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return res, err
-	}
+}
 
-	// 2. Anchor groups: a pure function of (run seed, step).
-	if pc.Anchors {
-		res.Anchors, err = anchors.Select(cfg.Seed, in.Step, G, in.AnchorFraction, cfg.Anchors.Min, cfg.FreeCapacity())
+func (s *stepRun) chooseAnchors(workflow.Context) error {
+	if s.pc.Anchors {
+		a, err := anchors.Select(s.cfg.Seed, s.in.Step, s.cfg.Groups, s.in.AnchorFraction, s.cfg.Anchors.Min,
+			s.cfg.FreeCapacity())
 		if err != nil {
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, err)
+			return invalidInput(err)
 		}
+		s.res.Anchors = a
 	}
-	m.AnchorGroups = len(res.Anchors)
+	s.res.Metrics.AnchorGroups = len(s.res.Anchors)
+	return nil
+}
 
-	// 3. ScoreWorldModel × G.
-	if pc.WorldModel {
-		wm := withWorldModel(ctx)
-		err := forEach(ctx, G, cfg.Parallelism, func(g int) workflow.Future {
-			return workflow.ExecuteActivity(wm, a.ScoreWorldModel, activities.ScoreRequest{
-				RunID: in.RunID, Step: in.Step, Group: g, SuiteSeed: cfg.SuiteSeed})
-		}, func(g int, f workflow.Future) error {
-			if err := f.Get(ctx, nil); err != nil {
-				return fmt.Errorf("score group %d: %w", g, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return res, err
-		}
+func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
+	if !s.pc.WorldModel {
+		return nil
 	}
+	wm := withWorldModel(ctx)
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
+		return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, activities.ScoreRequest{
+			RunID: s.in.RunID, Step: s.in.Step, Group: g, SuiteSeed: s.cfg.SuiteSeed})
+	}, func(g int, f workflow.Future) error {
+		if err := f.Get(ctx, nil); err != nil {
+			return fmt.Errorf("score group %d: %w", g, err)
+		}
+		return nil
+	})
+}
 
-	// 4. Execute: every trajectory in grpo, the anchor groups' otherwise.
-	execGroups := res.Anchors
-	if pc.ExecuteAll {
-		execGroups = make([]int, G)
-		for g := range execGroups {
-			execGroups[g] = g
+// execute runs the real executions: every trajectory in grpo, the anchor
+// groups' otherwise. From changeStepV2 on, an execution is retried until
+// the sandbox gives a verdict, and one that has none within
+// sandbox.retry_hours fails the step; before it, an execution that failed
+// five times left its trajectory ungraded.
+func (s *stepRun) execute(ctx workflow.Context) error {
+	n := s.cfg.Samples
+	groups := s.res.Anchors
+	if s.pc.ExecuteAll {
+		groups = make([]int, s.cfg.Groups)
+		for g := range groups {
+			groups[g] = g
 		}
 	}
-	execs := make([]activities.ExecuteResponse, len(execGroups)*n)
+	execs := make([]activities.ExecuteResponse, len(groups)*n)
 	graded := make([]bool, len(execs))
-	sb := withSandbox(ctx, cfg)
-	limits := cfg.Sandbox.Limits()
-	err = forEach(ctx, len(execs), cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(sb, a.Execute, activities.ExecuteRequest{
-			RunID: in.RunID, Step: in.Step, Group: execGroups[i/n], Sample: i % n,
-			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
+	sb := withSandbox(ctx, s.cfg)
+	if s.version >= 1 {
+		sb = withSandboxUntilVerdict(ctx, s.cfg)
+	}
+	limits := s.cfg.Sandbox.Limits()
+	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
+		return workflow.ExecuteActivity(sb, activities.NameExecute, activities.ExecuteRequest{
+			RunID: s.in.RunID, Step: s.in.Step, Group: groups[i/n], Sample: i % n,
+			Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Limits: limits, Budget: s.cfg.Sandbox.Budget})
 	}, func(i int, f workflow.Future) error {
 		err := f.Get(ctx, &execs[i])
 		var app *temporal.ApplicationError
@@ -135,17 +198,21 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		case err == nil:
 			graded[i] = true
 		case errors.As(err, &app) && app.Type() == activities.ErrInvalidInput:
-			return fmt.Errorf("execute group %d sample %d: %w", execGroups[i/n], i%n, err)
+			return fmt.Errorf("execute group %d sample %d: %w", groups[i/n], i%n, err)
+		case s.version >= 1:
+			return fmt.Errorf("execute group %d sample %d: no verdict within sandbox.retry_hours (%v): %w",
+				groups[i/n], i%n, s.cfg.Sandbox.RetryBudget(), err)
 		default:
-			// The sandbox failed on every attempt: the trajectory stays
-			// ungraded and is excluded from the advantages.
-			logger.Warn("trajectory ungraded", "group", execGroups[i/n], "sample", i%n, "error", err)
+			// Before changeStepV2: the sandbox failed on every attempt and
+			// the trajectory stays ungraded.
+			s.logger.Warn("trajectory ungraded", "group", groups[i/n], "sample", i%n, "error", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
+	m := &s.res.Metrics
 	for i, e := range execs {
 		m.Executed++
 		if !graded[i] {
@@ -155,51 +222,90 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		m.CPUSeconds += e.CPUSeconds
 		m.WallSeconds += e.WallSeconds
 	}
+	return nil
+}
 
-	// 5. RecordAnchors.
-	if len(res.Anchors) > 0 {
-		req := activities.RecordAnchorsRequest{RunID: in.RunID, Step: in.Step, Groups: res.Anchors}
-		if err := workflow.ExecuteActivity(ctl, a.RecordAnchors, req).Get(ctx, nil); err != nil {
-			return res, fmt.Errorf("record anchors: %w", err)
+// settle records the anchor pairs, calibrates and fuses: three control
+// activities before changeStepV2, one (CalibrateAndFuse) from it on.
+func (s *stepRun) settle(ctx workflow.Context) error {
+	ctl := withControl(ctx)
+	var record *activities.RecordAnchorsRequest
+	if len(s.res.Anchors) > 0 {
+		record = &activities.RecordAnchorsRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.res.Anchors}
+	}
+	var calibrate *activities.CalibrateRequest
+	if s.pc.Debias {
+		calibrate = &activities.CalibrateRequest{RunID: s.in.RunID, Step: s.in.Step, Debias: s.cfg.DebiasConfig()}
+	}
+	fuse := activities.FuseRequest{RunID: s.in.RunID, Step: s.in.Step, Mode: s.cfg.Mode, Anchors: s.res.Anchors,
+		Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
+	var fused activities.FuseResponse
+	if s.version >= 1 {
+		var r activities.CalibrateAndFuseResponse
+		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
+		if err := workflow.ExecuteActivity(ctl, activities.NameCalibrateAndFuse, req).Get(ctx, &r); err != nil {
+			return fmt.Errorf("calibrate and fuse: %w", err)
+		}
+		s.res.Calibration, fused = r.Calibration, r.Fuse
+	} else {
+		if record != nil {
+			if err := workflow.ExecuteActivity(ctl, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
+				return fmt.Errorf("record anchors: %w", err)
+			}
+		}
+		if calibrate != nil {
+			var c activities.CalibrationSummary
+			if err := workflow.ExecuteActivity(ctl, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			s.res.Calibration = &c
+		}
+		if err := workflow.ExecuteActivity(ctl, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
+			return fmt.Errorf("fuse: %w", err)
 		}
 	}
-
-	// 6. Calibrate.
-	if pc.Debias {
-		var c activities.CalibrationSummary
-		req := activities.CalibrateRequest{RunID: in.RunID, Step: in.Step, Debias: cfg.DebiasConfig()}
-		if err := workflow.ExecuteActivity(ctl, a.Calibrate, req).Get(ctx, &c); err != nil {
-			return res, fmt.Errorf("calibrate: %w", err)
-		}
-		res.Calibration = &c
+	m := &s.res.Metrics
+	if c := s.res.Calibration; c != nil {
 		m.CalibrationPairs, m.BiasBefore, m.BiasAfter = c.Pairs, c.BiasBefore, c.BiasAfter
 	}
-
-	// 7. Fuse.
-	var fused activities.FuseResponse
-	freq := activities.FuseRequest{RunID: in.RunID, Step: in.Step, Mode: cfg.Mode, Anchors: res.Anchors,
-		Denoise: in.Denoise, DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig()}
-	if err := workflow.ExecuteActivity(ctl, a.Fuse, freq).Get(ctx, &fused); err != nil {
-		return res, fmt.Errorf("fuse: %w", err)
-	}
-	res.Denoise, res.Rho = fused.Denoise, fused.Rho
+	s.res.Denoise, s.res.Rho = fused.Denoise, fused.Rho
 	m.Graded, m.SkippedGroups = fused.Stats.Graded, fused.Stats.SkippedGroups
 	m.MeanReward, m.MeanEnv, m.MeanWM = fused.Stats.MeanReward, fused.Stats.MeanEnv, fused.Stats.MeanWM
 	m.Rho, m.AnchorShare = fused.Rho, fused.Stats.AnchorShare
+	if s.version >= 1 {
+		// Every execution has a verdict here; a trajectory is ungraded only
+		// when the grader's verdict left it without a score.
+		m.Ungraded = fused.Stats.Ungraded
+		if ceil := s.cfg.UngradedCeiling(); m.Executed > 0 && float64(m.Ungraded) > ceil*float64(m.Executed) {
+			return invalidInput(fmt.Errorf("step %d: %d of %d executed trajectories are ungraded, more than max_ungraded %.0f%%",
+				s.in.Step, m.Ungraded, m.Executed, 100*ceil))
+		}
+	}
+	return nil
+}
 
-	// 8. Update.
+func (s *stepRun) update(ctx workflow.Context) error {
 	var up activities.UpdateResponse
-	ureq := activities.UpdateRequest{RunID: in.RunID, Step: in.Step, SuiteSeed: cfg.SuiteSeed, Checkpoint: in.Checkpoint}
-	if err := workflow.ExecuteActivity(withGPU(ctx), a.Update, ureq).Get(ctx, &up); err != nil {
-		return res, fmt.Errorf("update: %w", err)
+	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
+	if err := workflow.ExecuteActivity(withGPU(ctx), activities.NameUpdate, req).Get(ctx, &up); err != nil {
+		return fmt.Errorf("update: %w", err)
 	}
-	res.Checkpoint = up.Checkpoint
+	s.res.Checkpoint = up.Checkpoint
+	m := &s.res.Metrics
 	m.Objective, m.KL, m.GradNorm = up.Stats.Objective, up.Stats.KL, up.Stats.GradNorm
+	return nil
+}
 
-	// 9. Step metrics.
-	freqDone := activities.FinishStepRequest{RunID: in.RunID, Step: in.Step, Metrics: *m}
-	if err := workflow.ExecuteActivity(ctl, a.FinishStep, freqDone).Get(ctx, nil); err != nil {
-		return res, fmt.Errorf("finish step: %w", err)
+func (s *stepRun) finish(ctx workflow.Context) error {
+	req := activities.FinishStepRequest{RunID: s.in.RunID, Step: s.in.Step, Metrics: s.res.Metrics}
+	var err error
+	if s.version >= 1 {
+		err = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameFinishStep, req).Get(ctx, nil)
+	} else {
+		err = workflow.ExecuteActivity(withControl(ctx), activities.NameFinishStep, req).Get(ctx, nil)
 	}
-	return res, nil
+	if err != nil {
+		return fmt.Errorf("finish step: %w", err)
+	}
+	return nil
 }

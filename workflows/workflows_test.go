@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,14 +102,23 @@ func TestStepModes(t *testing.T) {
 	}
 }
 
-func TestStepUngradedExcluded(t *testing.T) {
+// stepInput0 is step 0 of a run with config cfg.
+func stepInput0(cfg runconfig.Config) StepInput {
+	return StepInput{RunID: "r", Step: 0, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
+		Checkpoint: activities.CheckpointRef{Version: 0, Hash: hashOf(0)}}
+}
+
+// TestStepWaitsOutOutage: a sandbox that fails for a while (an outage of
+// the engine or the database) delays the step; once it answers, every
+// trajectory has its verdict and none is ungraded.
+func TestStepWaitsOutOutage(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	cfg := tiny(t, mode.GRPO)
 	env := newEnv(t, &s)
-	f := &fake{failExec: map[int]bool{2: true}}
+	n := cfg.Samples
+	f := &fake{failExec: map[int]bool{2: true}, recoverAfter: 3 * n}
 	f.register(env, 0)
-	env.ExecuteWorkflow(TrainingStep, StepInput{RunID: "r", Step: 0, Config: cfg,
-		Checkpoint: activities.CheckpointRef{Version: 0, Hash: hashOf(0)}})
+	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +126,71 @@ func TestStepUngradedExcluded(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	n := cfg.Samples
-	if res.Metrics.Ungraded != n || res.Metrics.Executed != cfg.Groups*n {
-		t.Errorf("ungraded %d executed %d, want %d and %d", res.Metrics.Ungraded, res.Metrics.Executed, n, cfg.Groups*n)
+	if res.Metrics.Ungraded != 0 || res.Metrics.Executed != cfg.Groups*n {
+		t.Errorf("ungraded %d executed %d, want 0 and %d", res.Metrics.Ungraded, res.Metrics.Executed, cfg.Groups*n)
 	}
-	// Every failing trajectory was tried ExecuteAttempts times.
-	if got, want := f.n("Execute"), (cfg.Groups-1)*n+n*ExecuteAttempts; got != want {
+	if got, want := f.n("Execute"), cfg.Groups*n+3*n; got != want {
 		t.Errorf("Execute called %d times, want %d", got, want)
 	}
 	if f.n("Update") != 1 {
 		t.Errorf("step did not reach Update")
+	}
+}
+
+// TestStepFailsWhenOutageOutlastsBudget: an outage longer than
+// sandbox.retry_hours fails the step with the reason; it never trains on
+// fewer executions.
+func TestStepFailsWhenOutageOutlastsBudget(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.WMRL)
+	cfg.Sandbox.RetryHours = 0.05
+	env := newEnv(t, &s)
+	f := &fake{failExec: map[int]bool{0: true, 1: true, 2: true, 3: true}}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
+	err := env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "no verdict within sandbox.retry_hours") {
+		t.Fatalf("step error %v, want no verdict within sandbox.retry_hours", err)
+	}
+	if f.n("Update") != 0 || f.n("Fuse") != 0 {
+		t.Errorf("step went on after the outage: %d fuse, %d update", f.n("Fuse"), f.n("Update"))
+	}
+	if f.n("Execute") < 2*cfg.Samples {
+		t.Errorf("Execute called %d times: not retried", f.n("Execute"))
+	}
+}
+
+// TestStepUngradedCeiling: trajectories the grader leaves without a verdict
+// are counted; above max_ungraded the step fails with the reason.
+func TestStepUngradedCeiling(t *testing.T) {
+	tests := []struct {
+		give    int // ungraded of the 4 executed (one anchor group of 4)
+		wantErr bool
+	}{{give: 0}, {give: 1}, {give: 2, wantErr: true}}
+	for _, tt := range tests {
+		var s testsuite.WorkflowTestSuite
+		cfg := tiny(t, mode.WMRL)
+		env := newEnv(t, &s)
+		f := &fake{ungraded: tt.give}
+		f.register(env, 0)
+		env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
+		err := env.GetWorkflowError()
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "more than max_ungraded 25%") {
+				t.Errorf("ungraded %d: error %v, want max_ungraded", tt.give, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ungraded %d: %v", tt.give, err)
+		}
+		var res StepResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Metrics.Ungraded != tt.give || res.Metrics.Executed != cfg.Samples {
+			t.Errorf("ungraded %d executed %d, want %d of %d", res.Metrics.Ungraded, res.Metrics.Executed, tt.give, cfg.Samples)
+		}
 	}
 }
 
@@ -349,5 +414,33 @@ func TestSetAnchorFraction(t *testing.T) {
 		if got := len(f.fuses[1].Anchors); got != wantK {
 			t.Errorf("step 1 had %d anchor groups, want %d", got, wantK)
 		}
+	}
+}
+
+// TestRunEvaluationFaults: an evaluation that evaluated nothing, or whose
+// sandbox gives no verdict within sandbox.retry_hours, fails the run; it is
+// never reported as a score.
+func TestRunEvaluationFaults(t *testing.T) {
+	tests := []struct {
+		name string
+		give *fake
+		want string
+	}{
+		{"empty", &fake{emptyEval: true}, "evaluated no program"},
+		{"outage", &fake{failEval: true}, "no verdict within sandbox.retry_hours"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			cfg := tiny(t, mode.WMRL)
+			cfg.Steps, cfg.Sandbox.RetryHours = 1, 0.05
+			env := newEnv(t, &s)
+			tt.give.register(env, 0)
+			env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+			err := env.GetWorkflowError()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run error %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

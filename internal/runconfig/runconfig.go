@@ -52,6 +52,12 @@ type Config struct {
 	// Parallelism bounds the fan-out of a step: at most this many
 	// activities of one kind (executions, generations) run at once.
 	Parallelism int `yaml:"parallelism" json:"parallelism"`
+
+	// MaxUngraded is the largest share, in [0,1], of a step's executed
+	// trajectories that the grader may leave without a verdict (excluded
+	// from the advantages) before the step fails loudly; nil means
+	// DefaultMaxUngraded.
+	MaxUngraded *float64 `yaml:"max_ungraded" json:"max_ungraded,omitempty"`
 }
 
 // Anchors configures the anchor stream.
@@ -122,6 +128,37 @@ type Sandbox struct {
 	// timeout without running, the same way on every machine. 0 turns the
 	// budget off.
 	Budget float64 `yaml:"budget" json:"budget"`
+	// RetryHours bounds how long one execution is retried while the
+	// infrastructure fails (database, engine, network, refused limits)
+	// before its step fails: the run waits out an outage rather than train
+	// on fewer executions. 0 means DefaultRetryHours.
+	RetryHours float64 `yaml:"retry_hours" json:"retry_hours,omitempty"`
+}
+
+// DefaultRetryHours is the default of sandbox.retry_hours.
+const DefaultRetryHours = 6
+
+// RetryBudget is how long one execution's infrastructure failures are
+// retried (sandbox.retry_hours, or its default).
+func (s Sandbox) RetryBudget() time.Duration {
+	h := s.RetryHours
+	if h == 0 {
+		h = DefaultRetryHours
+	}
+	return time.Duration(h * float64(time.Hour))
+}
+
+// DefaultMaxUngraded is the default of max_ungraded.
+const DefaultMaxUngraded = 0.25
+
+// UngradedCeiling is the largest share of a step's executed trajectories
+// that may be left ungraded by the grader's verdict (max_ungraded, or its
+// default) before the step fails.
+func (c Config) UngradedCeiling() float64 {
+	if c.MaxUngraded == nil {
+		return DefaultMaxUngraded
+	}
+	return *c.MaxUngraded
 }
 
 // Limits returns the sandbox limits of one execution.
@@ -376,5 +413,17 @@ func (c Config) checks() []func() error {
 			return nil
 		},
 		func() error { return intIn("parallelism", c.Parallelism, 1, maxParallelism) },
+		func() error {
+			if h := c.Sandbox.RetryHours; !finite(h) || h < 0 || h > 24*30 {
+				return bad("sandbox.retry_hours", "must be in [0,720] (0: the default %v), got %v", DefaultRetryHours, h)
+			}
+			return nil
+		},
+		func() error {
+			if u := c.MaxUngraded; u != nil && (!finite(*u) || *u < 0 || *u > 1) {
+				return bad("max_ungraded", "must be in [0,1], got %v", *u)
+			}
+			return nil
+		},
 	}
 }

@@ -263,11 +263,7 @@ func startWorkers(c client.Client, acts *activities.Activities, pollers int) (fu
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
 		w := worker.New(c, q, worker.Options{MaxConcurrentActivityTaskPollers: pollers})
-		if q == workflows.QueueControl {
-			w.RegisterWorkflow(workflows.TrainingRun)
-			w.RegisterWorkflow(workflows.TrainingStep)
-		}
-		w.RegisterActivity(acts)
+		workflows.Register(w, q, acts)
 		if err := w.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("start worker on %s: %w", q, err)
