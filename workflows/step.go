@@ -45,7 +45,8 @@ type StepResult struct {
 // StepWorkflowID is the workflow ID of step n of a run.
 func StepWorkflowID(runID string, step int) string { return fmt.Sprintf("%s/step-%d", runID, step) }
 
-// TrainingStep runs one training step (DESIGN.md, Architecture, stages 1-9).
+// TrainingStep runs one training step (docs/design.md, "The step workflow",
+// stages 0-9).
 func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 	var a *activities.Activities
 	cfg := in.Config

@@ -16,7 +16,7 @@ type Config struct {
 	MinGraded int `json:"min_graded"`
 }
 
-// Default returns the configuration of DESIGN.md: standardised, ε = 1e-4,
+// Default returns the configuration of docs/design.md: standardised, ε = 1e-4,
 // at least 2 graded trajectories.
 func Default() Config {
 	return Config{Standardize: true, Eps: 1e-4, MinGraded: 2}
