@@ -35,7 +35,9 @@ const (
 // RunInput is the input of TrainingRun. State is nil when a run starts and
 // carries the run's state across continue-as-new. ResumeFrom, on a start
 // (State nil), names a run whose history up to its last completed step the
-// new run copies and continues from (`wmrl resume-from`).
+// new run copies and continues from (activity ResumeRun). `wmrl
+// resume-from` does not set it: it copies the history itself and starts the
+// run with State.
 type RunInput struct {
 	RunID      string           `json:"run_id"`
 	Config     runconfig.Config `json:"config"`
@@ -299,8 +301,9 @@ func drain(ch workflow.ReceiveChannel, apply func()) {
 
 // evaluate measures the held-out score of checkpoint st.Step: Eval.Samples
 // programs per held-out task, each really executed (sandbox queue), counted
-// apart from training. A task whose evaluation fails after every retry is
-// left out of the score.
+// apart from training. A task whose evaluation fails on every attempt
+// counts with the samples it stored before failing, or is left out of the
+// score when it stored none.
 func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState) error {
 	var a *activities.Activities
 	logger := workflow.GetLogger(ctx)
