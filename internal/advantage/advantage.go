@@ -106,9 +106,11 @@ func Group(rewards []float64, graded []bool, cfg Config) (adv []float64, ok bool
 // Weights returns the normalised fusion weight of every trajectory in a step
 // batch: ρ for an anchor trajectory (scored by real execution), 1 for a
 // world-model trajectory, divided by the sum over the whole batch so the
-// result sums to 1. Trajectories with advantage 0 (ungraded, or in a skipped
-// group) still count in the sum: pass exactly the batch the update averages
-// over. It panics when rho is not a positive finite number.
+// result sums to 1. Trajectories with advantage 0 (in a skipped group, or
+// with a reward equal to their group's mean) still count in the sum: pass
+// exactly the batch the update averages over. activities.FuseStep passes
+// the graded trajectories only; an ungraded one gets weight 0 and is left
+// out of the update. It panics when rho is not a positive finite number.
 func Weights(anchor []bool, rho float64) []float64 {
 	checkRho(rho)
 	w := make([]float64, len(anchor))
