@@ -45,8 +45,9 @@ type Activities struct {
 	WorldModel WorldModel
 	Sandbox    sandbox.Sandbox
 	// DataDir holds checkpoints and fused batches, under runs/<run id>/.
-	// Workers serving the rollout, gpu and sandbox queues on different
-	// machines must share it (a network file system or a synced volume).
+	// Workers serving the control (CreateRun writes checkpoint 0, Fuse the
+	// batch), rollout, gpu and sandbox queues on different machines must
+	// share it (a network file system or a synced volume).
 	DataDir string
 	Logger  *zap.Logger
 

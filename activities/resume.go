@@ -13,7 +13,7 @@ import (
 )
 
 // ResumeRunRequest starts run RunID from the last completed step of run
-// From (`wmrl resume-from`).
+// From (a TrainingRun started with RunInput.ResumeFrom).
 type ResumeRunRequest struct {
 	RunID  string           `json:"run_id"`
 	From   string           `json:"from"`
@@ -49,10 +49,21 @@ type ResumeRunResponse struct {
 }
 
 // ResumeRun copies run From's history up to its last completed step s into
-// run RunID (store.ResumeRun: steps, trajectories, anchor pairs, maps,
-// fusion states, checkpoints up to s+1) and returns the state to continue
-// from, step s+1. With the same seed and configuration the resumed run
-// continues exactly as the old one would have. Calling it again is a no-op.
+// run RunID (store.ResumeRun: steps, trajectories, anchor pairs, maps and
+// fusion states of steps 0..s, checkpoints and evaluations of versions
+// 0..s+1) and returns the state to continue from, step s+1: checkpoint s+1,
+// the denoiser state and ρ of step s, the anchor tracker of steps 0..s, the
+// metrics of step s and the latest calibration summary. Calling it again is
+// a no-op that returns the same state.
+//
+// TrainingRun calls it when started with RunInput.ResumeFrom. `wmrl
+// resume-from` does not: the starter copies the history itself
+// (store.ResumeRun) and starts TrainingRun with the state, to which it also
+// restores the anchor fraction the old workflow reports and the last
+// held-out score. On this path the anchor fraction is the configuration's,
+// so a fraction changed by set-anchor-fraction is not carried over; with the
+// same seed, configuration and anchor fraction the resumed run continues
+// exactly as the old one would have.
 func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ResumeRunResponse{}, invalid(err)

@@ -102,8 +102,9 @@ func (r SetRunStateRequest) Validate() error {
 	return nil
 }
 
-// SetRunState records the run's state (running, paused, stopping,
-// completed) for `wmrl list` and `inspect`.
+// SetRunState records the run's state for `wmrl list` and `inspect`. The
+// run workflow records running, paused, failed and completed (a run ended
+// by a stop signal is recorded completed; stopping is never recorded).
 func (a *Activities) SetRunState(ctx context.Context, req SetRunStateRequest) error {
 	if err := req.Validate(); err != nil {
 		return invalid(err)

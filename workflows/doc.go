@@ -2,13 +2,15 @@
 // TrainingRun, the parent of a run, and TrainingStep, its child for one
 // training step (workflow ID "<run>/step-<n>").
 //
-// TrainingStep runs DESIGN.md's nine stages: Generate for every group
-// (rollout queue), the deterministic anchor choice (here, in the workflow),
-// ScoreWorldModel for every group (worldmodel queue, unless the mode is
-// grpo), Execute for every trajectory that needs a real score (sandbox queue:
-// all of them in grpo, the anchor groups' in the anchor modes, none in wm),
-// RecordAnchors, Calibrate and Fuse (control queue), Update (gpu queue) and
-// the step's metrics. Fan-out is bounded by the config's parallelism.
+// TrainingStep runs the stages of docs/design.md ("The step workflow"):
+// StartStep (control queue), Generate for every group (rollout queue), the
+// deterministic anchor choice (here, in the workflow), ScoreWorldModel for
+// every group (worldmodel queue, unless the mode is grpo), Execute for every
+// trajectory that needs a real score (sandbox queue: all of them in grpo,
+// the anchor groups' in the anchor modes, none in wm), RecordAnchors,
+// Calibrate and Fuse (control queue), Update (gpu queue) and FinishStep, the
+// step's metrics (control queue). Fan-out is bounded by the config's
+// parallelism.
 //
 // TrainingRun runs the steps one after another, carrying a small state
 // (RunState: next step, checkpoint, denoiser state, anchor tracker, anchor
@@ -17,10 +19,13 @@
 // It answers the query "status", the signals "pause", "resume" and "stop"
 // (after the current step) and the update "set-anchor-fraction". A run
 // started with RunInput.ResumeFrom copies another run's history up to its
-// last completed step (activity ResumeRun) and continues from there.
+// last completed step (activity ResumeRun) and continues from there;
+// `wmrl resume-from` does not use this path: it copies the history itself
+// and starts the run with RunInput.State.
 //
-// The code here must replay deterministically: no time.Now, no rand, no go
-// statements, channels, selects or ranging over maps (workflowcheck runs in
+// The code here must replay deterministically: no time.Now, no rand, no
+// native go statements, channels or selects (workflow.Go, workflow channels
+// and selectors instead), no ranging over maps (workflowcheck runs in
 // `make test`), and every seed comes from (run seed, step, group, sample).
 // Change workflow logic behind workflow.GetVersion and keep the recorded
 // histories in testdata/ replaying.

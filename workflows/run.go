@@ -35,7 +35,9 @@ const (
 // RunInput is the input of TrainingRun. State is nil when a run starts and
 // carries the run's state across continue-as-new. ResumeFrom, on a start
 // (State nil), names a run whose history up to its last completed step the
-// new run copies and continues from (`wmrl resume-from`).
+// new run copies and continues from (activity ResumeRun). `wmrl
+// resume-from` does not set it: it copies the history itself and starts the
+// run with State.
 type RunInput struct {
 	RunID      string           `json:"run_id"`
 	Config     runconfig.Config `json:"config"`
@@ -300,7 +302,8 @@ func drain(ch workflow.ReceiveChannel, apply func()) {
 // programs per held-out task, each really executed (sandbox queue), counted
 // apart from training. From changeEvalV2 on, a task's evaluation is retried
 // until it has a verdict and an evaluation of nothing is an error; before
-// it, a task whose evaluation failed five times was left out of the score.
+// it, a task whose evaluation failed five times counted with the samples
+// it stored before failing, or was left out when it stored none.
 func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState) error {
 	version := workflow.GetVersion(ctx, changeEvalV2, workflow.DefaultVersion, 1)
 	logger := workflow.GetLogger(ctx)

@@ -63,7 +63,7 @@ const (
 	changeEvalV2 = "eval-v2"
 )
 
-// TrainingStep runs one training step (docs/design.md, "The step"): the
+// TrainingStep runs one training step (docs/design.md, "The step workflow"): the
 // stages below, in order, each a helper of stepRun.
 func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 	if err := in.Config.Validate(); err != nil {

@@ -16,7 +16,7 @@ type Config struct {
 	MinGraded int `json:"min_graded"`
 }
 
-// Default returns the configuration of DESIGN.md: standardised, ε = 1e-4,
+// Default returns the configuration of docs/design.md: standardised, ε = 1e-4,
 // at least 2 graded trajectories.
 func Default() Config {
 	return Config{Standardize: true, Eps: 1e-4, MinGraded: 2}
@@ -106,9 +106,11 @@ func Group(rewards []float64, graded []bool, cfg Config) (adv []float64, ok bool
 // Weights returns the normalised fusion weight of every trajectory in a step
 // batch: ρ for an anchor trajectory (scored by real execution), 1 for a
 // world-model trajectory, divided by the sum over the whole batch so the
-// result sums to 1. Trajectories with advantage 0 (ungraded, or in a skipped
-// group) still count in the sum: pass exactly the batch the update averages
-// over. It panics when rho is not a positive finite number.
+// result sums to 1. Trajectories with advantage 0 (in a skipped group, or
+// with a reward equal to their group's mean) still count in the sum: pass
+// exactly the batch the update averages over. activities.FuseStep passes
+// the graded trajectories only; an ungraded one gets weight 0 and is left
+// out of the update. It panics when rho is not a positive finite number.
 func Weights(anchor []bool, rho float64) []float64 {
 	checkRho(rho)
 	w := make([]float64, len(anchor))

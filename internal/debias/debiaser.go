@@ -7,9 +7,10 @@ import (
 )
 
 // Debiaser is the online debiaser as one plain value: the configuration, the
-// pair window and the current map. It is JSON-serialisable so a workflow can
-// carry it across continue-as-new. With Window > 0 it keeps only the most
-// recent Window pairs, so its size is bounded.
+// pair window and the current map, JSON-serialisable. With Window > 0 it
+// keeps only the most recent Window pairs, so its size is bounded. The
+// orchestrated run does not use it: its Calibrate activity reads the pair
+// window from Postgres and calls Fit at every step; only tests use it.
 type Debiaser struct {
 	Config Config       `json:"config"`
 	Pairs  []Pair       `json:"pairs"`

@@ -9,8 +9,8 @@
 // wmrl-executor binary wraps it for the sandboxes and prints one JSON Result
 // line.
 //
-// Reward is the reward ladder of DESIGN.md, the one place where a status and
-// a leaderboard position become a score: invalid program 0.0; runtime error,
-// timeout or memory kill 0.1; ran but produced no valid output 0.2; valid
-// 0.5 + 0.5·position.
+// Reward is the reward ladder (docs/design.md, "Reward ladder"), the one
+// place where a status and a leaderboard position become a score: invalid
+// program 0.0; runtime error, timeout or memory kill 0.1; ran but produced no
+// valid output 0.2; valid 0.5 + 0.5·position.
 package executor

@@ -1,7 +1,8 @@
 // Package grpoloop is the in-process reference loop of the built-in suite:
 // plain GRPO with real executions, no Temporal and no Postgres. It is the
-// `grpo` mode of DESIGN.md run in one process, used by the learning tests,
-// by benchmarks and as the reference the orchestrated path must agree with.
+// `grpo` mode (docs/design.md, "Modes") run in one process, used by the
+// learning tests, by benchmarks and as the reference the orchestrated path
+// must agree with.
 //
 // One Step of a Loop samples G groups of n programs from the policy (group g
 // of step s works on training task (s·G + g) mod len(tasks), trajectory
@@ -11,12 +12,14 @@
 // group is executed, there is no world-model stream to fuse) and calls
 // policy.Update once on the whole batch.
 //
-// HeldOut is the held-out score of DESIGN.md (avg@8): for each held-out
-// task, 8 programs sampled from the policy are really executed; a task's
-// score is the mean of their leaderboard positions, 0 for a program that
-// fails; the score is the mean over tasks. Its sample seeds depend on the
-// evaluation seed, the task id and the sample index, not on the policy, so
-// two checkpoints are compared on common random numbers.
+// HeldOut is the held-out score (docs/design.md, "Held-out score"; avg@8):
+// for each held-out task, 8 programs sampled from the policy are really
+// executed; a task's score is the mean of their leaderboard positions, 0 for
+// a program that fails; the score is the mean over tasks. Its sample seeds
+// depend on the evaluation seed, the task id and the sample index, not on
+// the policy, so two checkpoints are compared on common random numbers (the
+// orchestrated Evaluate activity also hashes the checkpoint version into its
+// seeds, so it does not).
 //
 // # Determinism
 //

@@ -20,6 +20,6 @@
 // cut into equal-width bins on [0,1], each bin becomes one point at its mean
 // (x, y) weighted by its count, and those points are fitted as above.
 //
-// Map is a plain value with JSON tags so a workflow can carry it across
-// continue-as-new and Postgres can store it.
+// Map is a plain value with JSON tags so Postgres can store it (the
+// calibration map of every step) and `wmrl inspect` can print it.
 package isotonic

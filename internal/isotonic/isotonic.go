@@ -9,8 +9,7 @@ import (
 
 // Map is a fitted monotone non-decreasing map. Knots are strictly increasing
 // in X and non-decreasing in Y. A Map with no knots is the identity.
-// It is a plain value so that it can be stored (JSON) and carried across
-// workflow continue-as-new.
+// It is a plain value so that it can be stored (JSON).
 type Map struct {
 	X []float64 `json:"x"`
 	Y []float64 `json:"y"`

@@ -1,6 +1,7 @@
 // Package policy is the built-in suite's policy: a small autoregressive model
 // over a program's tokens, conditioned on the task's data card, sampled with
-// an explicit seed and trained by the fused GRPO update of DESIGN.md.
+// an explicit seed and trained by the fused GRPO update (docs/design.md,
+// "GRPO advantages and the fused update").
 //
 // The model. At position t the previous token p, the position t, the tokens
 // emitted so far (a bag of counts b_t) and the card c give a hidden layer
@@ -18,7 +19,7 @@
 // (backpropagation through the one hidden layer, written out by hand).
 //
 // The update. Given trajectories τ_i with advantages A_i and non-negative
-// weights w_i (the inverse-variance weights of DESIGN.md), Update ascends
+// weights w_i (the inverse-variance weights of docs/design.md), Update ascends
 //
 //	L(θ) = Σ_i w_i [A_i log π(τ_i) − β Σ_t KL(π(·|s_t) ‖ π_ref(·|s_t))] / Σ_i w_i
 //

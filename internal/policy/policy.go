@@ -172,7 +172,8 @@ type Example struct {
 	// Advantage is A_i, the group-relative advantage.
 	Advantage float64 `json:"advantage"`
 	// Weight is w_i >= 0: ρ for an anchor trajectory, 1 for a world-model
-	// one (DESIGN.md); 0 removes the trajectory from the update.
+	// one (docs/design.md, "GRPO advantages and the fused update"); 0
+	// removes the trajectory from the update.
 	Weight float64 `json:"weight"`
 }
 

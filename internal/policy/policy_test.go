@@ -29,7 +29,7 @@ func mustInit(t testing.TB, cfg Config, g Grammar, seed uint64) *Policy {
 	return p
 }
 
-// grpoAdvantages is DESIGN.md's standardised group advantage.
+// grpoAdvantages is the standardised group advantage of docs/design.md.
 func grpoAdvantages(r []float64) []float64 {
 	mean := 0.0
 	for _, x := range r {

@@ -19,8 +19,8 @@ func BenchPresetNames() []string { return append([]string(nil), benchPresetNames
 //     avg@2 on 2 tasks at the end.
 //   - small: 30 steps of 8 groups of 8, two anchor groups per step (1/4),
 //     held-out avg@8 on all 16 held-out tasks every 15 steps. Two anchor
-//     groups, not one (1/8, the nearest to DESIGN's "about 10%" at
-//     G = 8): with one, the only real signal of a step came from one task,
+//     groups, not one (1/8, the nearest to the default preset's
+//     fraction 0.1 at G = 8): with one, the only real signal of a step came from one task,
 //     and the world model ranks the policy's own programs poorly once it
 //     has concentrated on one family (within-group Spearman 0.64 over
 //     steps 0-9, 0.17 over 10-19), so wmrl trailed grpo; see

@@ -123,10 +123,13 @@ func newOwner() string {
 func (d *Docker) Owner() string { return d.owner }
 
 // PruneImages removes the executor images (LabelExecutor) other than this
-// sandbox's and those named in keep (image names or ids) that no container
-// uses, and returns how many it removed. An image in use, or removed
-// meanwhile by someone else, is skipped. A worker calls it when it starts,
-// after Cleanup; a sandbox whose image was pruned rebuilds it.
+// sandbox's and those named in keep (image names or ids), and returns how
+// many it removed. An image that a container still uses (the engine refuses
+// with a conflict), or that someone else removed meanwhile, is skipped.
+// Only its test calls it: the worker runs Cleanup, not PruneImages, when it
+// starts, so the images of earlier executor builds stay until removed by
+// hand. A sandbox whose image was pruned rebuilds it at its next execution
+// (create).
 func (d *Docker) PruneImages(ctx context.Context, keep ...string) (int, error) {
 	list, err := d.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelExecutor))})
 	if err != nil {

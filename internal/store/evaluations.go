@@ -70,9 +70,9 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 	return inserted, nil
 }
 
-// HeldOut is the held-out score of a step (DESIGN.md): the mean over its
-// tasks of the mean leaderboard position of each task's samples, where a
-// sample that did not run ok counts 0.
+// HeldOut is the held-out score of a step (docs/design.md, "Held-out score"):
+// the mean over its tasks of the mean leaderboard position of each task's
+// samples, where a sample that did not run ok counts 0.
 type HeldOut struct {
 	Score   float64 `json:"score"`
 	Tasks   int     `json:"tasks"`
