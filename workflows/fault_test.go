@@ -135,9 +135,17 @@ func buildBinaries(t *testing.T) binaries {
 
 func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
 	t.Helper()
+	return startWorkerWith(t, b, dsn, "process")
+}
+
+// startWorkerWith starts a worker with the given sandbox kind and extra
+// environment ("KEY=value").
+func startWorkerWith(t *testing.T, b binaries, dsn, sandbox string, env ...string) *exec.Cmd {
+	t.Helper()
 	data := filepath.Join(filepath.Dir(b.worker), "data")
 	cmd := exec.Command(b.worker, "--address", temporalAddress(), "--namespace", testNamespace, "--database-url", dsn, "--data-dir", data,
-		"--sandbox", "process", "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
+		"--sandbox", sandbox, "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
+	cmd.Env = append(os.Environ(), env...)
 	log, err := os.Create(filepath.Join(filepath.Dir(b.worker), fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)

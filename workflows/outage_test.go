@@ -1,0 +1,199 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
+)
+
+// The outage tests cut a real wmrl-worker process off Postgres, or off the
+// Docker engine, for outageFor in the middle of a step's executions, through
+// a testenv.Proxy that only this worker uses; the run must end with the
+// final checkpoint of the uninterrupted run and every anchor pair. They run
+// with WMRL_FAULT_TEST=1 (CI sets it), like TestFaultWorkerKilled:
+//
+//	WMRL_FAULT_TEST=1 go test -run 'TestFault' -v ./workflows
+//
+// WMRL_OUTAGE_SECONDS changes the outage's length (default 30).
+
+func outageFor(t *testing.T) time.Duration {
+	t.Helper()
+	if v := os.Getenv("WMRL_OUTAGE_SECONDS"); v != "" {
+		var s float64
+		if _, err := fmt.Sscan(v, &s); err != nil || s <= 0 {
+			t.Fatalf("WMRL_OUTAGE_SECONDS=%q: want a positive number", v)
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	return 30 * time.Second
+}
+
+// outageConfig is the tiny preset on the default suite, 4 steps.
+func outageConfig(t *testing.T) runconfig.Config {
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = suite.DefaultSeed
+	cfg.Steps, cfg.ContinueAsNewEvery = 4, 2
+	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
+	return cfg
+}
+
+// checkSameRun compares a run hit by a fault with the uninterrupted one:
+// the same final checkpoint, the same row counts, every executed anchor
+// trajectory's pair stored.
+func checkSameRun(ctx context.Context, t *testing.T, st *store.Store, cfg runconfig.Config, ref, run string,
+	refRes, res RunResult) {
+	t.Helper()
+	if res.Checkpoint != refRes.Checkpoint {
+		t.Fatalf("final checkpoint after the outage %+v, uninterrupted %+v", res.Checkpoint, refRes.Checkpoint)
+	}
+	a, err := st.Count(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Count(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("row counts differ: uninterrupted %+v, with the outage %+v", a, b)
+	}
+	if b.AnchorPairs != b.Executed || b.Executed != cfg.Steps*cfg.Samples || b.Steps != cfg.Steps {
+		t.Fatalf("counts %+v: want %d executed anchor trajectories, each with its pair", b, cfg.Steps*cfg.Samples)
+	}
+}
+
+// waitScored waits until step s of run has every trajectory scored by the
+// world model: the step's executions are next.
+func waitScored(ctx context.Context, t *testing.T, st *store.Store, cfg runconfig.Config, run string, s int) {
+	t.Helper()
+	waitFor(ctx, t, fmt.Sprintf("step %d scored", s), func() bool {
+		ts, err := st.StepTrajectories(ctx, run, s)
+		if err != nil || len(ts) != cfg.Groups*cfg.Samples {
+			return false
+		}
+		for _, tr := range ts {
+			if tr.WMScore == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestFaultPostgresOutage(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
+	}
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	bin := buildBinaries(t)
+	cfg := outageConfig(t)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+
+	w := startWorker(t, bin, dsn)
+	ref := fmt.Sprintf("pg-ref-%d", stamp)
+	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
+	stopWorker(t, w, syscall.SIGTERM)
+
+	// The worker reaches Postgres through a proxy of its Unix socket.
+	sockDir := t.TempDir()
+	p, err := testenv.NewProxy("unix", filepath.Join(sockDir, ".s.PGSQL.5432"), "unix", "/var/run/postgresql/.s.PGSQL.5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	startWorker(t, bin, dsn+" host="+sockDir)
+	run := fmt.Sprintf("pg-outage-%d", stamp)
+	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitScored(ctx, t, st, cfg, run, 1)
+	d := outageFor(t)
+	p.Stop()
+	t.Logf("postgres cut off from the worker for %v during step 1", d)
+	time.Sleep(d)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run ended %v after postgres came back", time.Since(back).Round(time.Millisecond))
+	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
+}
+
+func TestFaultDockerOutage(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
+	}
+	engine := "/var/run/docker.sock"
+	dc, err := client.NewClientWithOpts(client.WithHost("unix://"+engine), client.WithAPIVersionNegotiation())
+	if err == nil {
+		pctx, pcancel := context.WithTimeout(t.Context(), 5*time.Second)
+		_, err = dc.Ping(pctx)
+		pcancel()
+		dc.Close()
+	}
+	if err != nil {
+		t.Skipf("no Docker engine at %s: %v", engine, err)
+	}
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	bin := buildBinaries(t)
+	cfg := outageConfig(t)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+
+	p, err := testenv.NewProxy("unix", filepath.Join(t.TempDir(), "docker.sock"), "unix", engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	host := "DOCKER_HOST=unix://" + p.Addr()
+
+	w := startWorkerWith(t, bin, dsn, "docker", host)
+	ref := fmt.Sprintf("docker-ref-%d", stamp)
+	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
+	stopWorker(t, w, syscall.SIGTERM)
+
+	startWorkerWith(t, bin, dsn, "docker", host)
+	run := fmt.Sprintf("docker-outage-%d", stamp)
+	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitScored(ctx, t, st, cfg, run, 1)
+	d := outageFor(t)
+	p.Stop()
+	t.Logf("docker engine cut off from the worker for %v during step 1", d)
+	time.Sleep(d)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run ended %v after the engine came back", time.Since(back).Round(time.Millisecond))
+	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
+}
