@@ -192,8 +192,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	fmt.Fprintf(&b, "run %s (mode %s), step %d: %s\n", r.Run, r.Mode, r.Step, r.Status)
 	fmt.Fprintf(&b, "rho          %s\n", num(r.Rho))
 	if m := r.Metrics; len(m) > 0 {
-		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %.0f, graded %.0f/%.0f, skipped groups %.0f\n",
-			m["mean_reward"], m["mean_env"], m["mean_wm"], m["anchor_groups"], m["graded"], m["trajectories"], m["skipped_groups"])
+		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %.0f, graded %.0f/%.0f, ungraded %.0f of %.0f executed, skipped groups %.0f\n",
+			m["mean_reward"], m["mean_env"], m["mean_wm"], m["anchor_groups"], m["graded"], m["trajectories"], m["ungraded"],
+			m["executed"], m["skipped_groups"])
 	}
 	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
 		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)

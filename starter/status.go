@@ -341,6 +341,9 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut) string {
 	m := s.Metrics
 	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %d executed, reward %.3f, bias %+.3f -> %+.3f",
 		s.Step, m.Rho, m.AnchorGroups, m.Executed, m.MeanReward, m.BiasBefore, m.BiasAfter)
+	if m.Ungraded > 0 {
+		line += fmt.Sprintf(", %d ungraded", m.Ungraded)
+	}
 	if h != nil {
 		line += fmt.Sprintf(", held-out %.3f", h.Score)
 	}
