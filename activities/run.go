@@ -162,7 +162,10 @@ type StepMetrics struct {
 	Groups       int `json:"groups"`
 	Samples      int `json:"samples"`
 	AnchorGroups int `json:"anchor_groups"`
-	Trajectories int `json:"trajectories"`
+	// AnchorFraction is the run's anchor fraction the step used (the
+	// config's, or the last set-anchor-fraction's).
+	AnchorFraction float64 `json:"anchor_fraction"`
+	Trajectories   int     `json:"trajectories"`
 	// Executed counts the training trajectories really executed (graded or
 	// not); Ungraded those whose execution failed after every retry.
 	Executed int `json:"executed"`
@@ -200,7 +203,8 @@ type StepMetrics struct {
 func (m StepMetrics) Map() map[string]float64 {
 	return map[string]float64{
 		"groups": float64(m.Groups), "samples": float64(m.Samples), "anchor_groups": float64(m.AnchorGroups),
-		"trajectories": float64(m.Trajectories), "executed": float64(m.Executed), "ungraded": float64(m.Ungraded),
+		"anchor_fraction": m.AnchorFraction,
+		"trajectories":    float64(m.Trajectories), "executed": float64(m.Executed), "ungraded": float64(m.Ungraded),
 		"graded": float64(m.Graded), "mean_reward": m.MeanReward, "mean_env": m.MeanEnv, "mean_wm": m.MeanWM,
 		"rho": m.Rho, "anchor_share": m.AnchorShare, "skipped_groups": float64(m.SkippedGroups),
 		"calibration_pairs": float64(m.CalibrationPairs), "bias_before": m.BiasBefore, "bias_after": m.BiasAfter,

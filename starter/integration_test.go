@@ -345,6 +345,9 @@ func testControl(t *testing.T, e *itEnv) {
 	if s.Result == nil || !s.Result.Stopped || s.Step >= 40 || s.State != "completed" {
 		t.Errorf("stopped run: %+v, result %+v", s, s.Result)
 	}
+	if s.AnchorFraction != 0.5 {
+		t.Errorf("anchor fraction of the finished run: %v, want the 0.5 set during it", s.AnchorFraction)
+	}
 	if _, err := e.wmrl(t, "pause", name); err == nil || !strings.Contains(err.Error(), "is not running (workflow completed)") {
 		t.Errorf("pause of a completed run: %v", err)
 	}

@@ -218,6 +218,9 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 		last, lastMetrics = x.Step, x.Metrics
 	}
 	s.Step, s.Rho = last+1, 1
+	if f, ok := lastMetrics["anchor_fraction"]; ok && cfg.Mode.Pieces().Anchors {
+		s.AnchorFraction = f // as set during the run, if it was
+	}
 	if groups > 0 {
 		s.RealisedAnchorFraction = anchorGroups / groups
 	}

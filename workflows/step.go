@@ -147,6 +147,7 @@ func (s *stepRun) chooseAnchors(workflow.Context) error {
 		s.res.Anchors = a
 	}
 	s.res.Metrics.AnchorGroups = len(s.res.Anchors)
+	s.res.Metrics.AnchorFraction = s.in.AnchorFraction
 	return nil
 }
 
