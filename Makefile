@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean demo demo-stop
+.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local
 
 all: build
 
@@ -21,6 +21,12 @@ WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 test: vet
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 	$(GO) test -count=1 ./...
+
+# The slow fault tests: the whole Postgres cluster stopped for 30 s in the
+# middle of a step (every client cut off, so never in make test). Needs a
+# Temporal server, as .ci/run starts one.
+chaos-local:
+	WMRL_FAULT_TEST=1 WMRL_CHAOS_PG_CLUSTER=1 $(GO) test -count=1 -v -run 'TestFaultPostgresOutage' -timeout 20m ./workflows
 
 bench:
 	bash internal/bench/bench.sh

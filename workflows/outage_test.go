@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,14 +112,26 @@ func TestFaultPostgresOutage(t *testing.T) {
 	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
 	stopWorker(t, w, syscall.SIGTERM)
 
-	// The worker reaches Postgres through a proxy of its Unix socket.
-	sockDir := t.TempDir()
-	p, err := testenv.NewProxy("unix", filepath.Join(sockDir, ".s.PGSQL.5432"), "unix", "/var/run/postgresql/.s.PGSQL.5432")
-	if err != nil {
-		t.Fatal(err)
+	// The worker reaches Postgres through a proxy of its Unix socket, or,
+	// with WMRL_CHAOS_PG_CLUSTER=1 (make chaos-local), the whole cluster is
+	// stopped and started again (pg_ctlcluster): every other client of the
+	// cluster is cut off too, so that form never runs in make test.
+	cut, restore := func() {}, func() error { return nil }
+	if cluster := os.Getenv("WMRL_CHAOS_PG_CLUSTER") == "1"; cluster {
+		version, name := pgCluster(t)
+		cut = func() { pgctl(t, version, name, "stop") }
+		restore = func() error { pgctl(t, version, name, "start"); return nil }
+		startWorker(t, bin, dsn)
+	} else {
+		sockDir := t.TempDir()
+		p, err := testenv.NewProxy("unix", filepath.Join(sockDir, ".s.PGSQL.5432"), "unix", "/var/run/postgresql/.s.PGSQL.5432")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		cut, restore = p.Stop, p.Start
+		startWorker(t, bin, dsn+" host="+sockDir)
 	}
-	defer p.Close()
-	startWorker(t, bin, dsn+" host="+sockDir)
 	run := fmt.Sprintf("pg-outage-%d", stamp)
 	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
 		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
@@ -125,10 +139,10 @@ func TestFaultPostgresOutage(t *testing.T) {
 	}
 	waitScored(ctx, t, st, cfg, run, 1)
 	d := outageFor(t)
-	p.Stop()
+	cut()
 	t.Logf("postgres cut off from the worker for %v during step 1", d)
 	time.Sleep(d)
-	if err := p.Start(); err != nil {
+	if err := restore(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
@@ -196,4 +210,30 @@ func TestFaultDockerOutage(t *testing.T) {
 	}
 	t.Logf("run ended %v after the engine came back", time.Since(back).Round(time.Millisecond))
 	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
+}
+
+// pgCluster returns the version and name of the one local Postgres cluster
+// (pg_lsclusters).
+func pgCluster(t *testing.T) (string, string) {
+	t.Helper()
+	out, err := exec.Command("pg_lsclusters", "--no-header").Output()
+	if err != nil {
+		t.Fatalf("pg_lsclusters: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("pg_lsclusters: want one cluster, got %q", out)
+	}
+	f := strings.Fields(lines[0])
+	if len(f) < 2 {
+		t.Fatalf("pg_lsclusters: %q", out)
+	}
+	return f[0], f[1]
+}
+
+func pgctl(t *testing.T, version, name, action string) {
+	t.Helper()
+	if out, err := exec.Command("pg_ctlcluster", version, name, action).CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctlcluster %s %s %s: %v\n%s", version, name, action, err, out)
+	}
 }
