@@ -42,7 +42,9 @@ import (
 //     container's start-up does not count, exactly as in the process
 //     sandbox; as a backstop the container is killed (SIGKILL) a little
 //     past the deadline (Limits.killAfter, from the container's start);
-//   - the container is removed after every execution, on every path. A
+//   - the container (named "wmrl-" and a random suffix) is removed after
+//     every execution, on every path, also when its creation seemed to
+//     fail (the engine may have made it before its answer was lost). A
 //     removal that fails (the engine unreachable) is retried in the
 //     background with backoff, and at once when the engine answers again,
 //     for up to removeRetryFor; one that a crashed worker leaked carries
@@ -130,9 +132,28 @@ func NewDocker(ctx context.Context, executorBinary string, opts ...DockerOption)
 }
 
 // create creates a container, rebuilding the image once if it has gone
-// (pruned while the sandbox was running).
+// (pruned while the sandbox was running). When it fails, the engine may
+// still have made the container before its answer was lost (an outage): it
+// is removed by name, now or in the background.
 func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	name := newContainerName()
+	id, err := d.createNamed(ctx, cfg, hc, name)
+	if err != nil {
+		d.remove(ctx, name)
+	}
+	return id, err
+}
+
+// newContainerName is a random name for a container ("wmrl-" and 32 hex
+// digits), by which it can be removed without knowing its id.
+func newContainerName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "wmrl-" + hex.EncodeToString(b[:])
+}
+
+func (d *Docker) createNamed(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
+	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err == nil {
 		return c.ID, nil
 	}
@@ -145,7 +166,7 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 	if berr != nil {
 		return "", fmt.Errorf("create container: %w; rebuild image: %w", err, berr)
 	}
-	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
 		return "", fmt.Errorf("create container after rebuilding its image: %w", err)
 	}
@@ -476,8 +497,8 @@ const (
 	removeRetryFor   = 15 * time.Minute
 )
 
-// remove force-removes a container, also when ctx is already cancelled. A
-// failure hands it to the background removal.
+// remove force-removes a container (by id or name), also when ctx is
+// already cancelled. A failure hands it to the background removal.
 func (d *Docker) remove(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeGrace)
 	defer cancel()
