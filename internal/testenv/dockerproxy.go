@@ -40,7 +40,10 @@ func DockerSocket() string {
 // and stats streams in flight are cut), and removes the socket, so a
 // client's dial fails at once; Start listens again on the same path. The
 // proxy passes bytes through unchanged, including the hijacked connections
-// of attach, and half-closes each direction when the other side does.
+// of attach, and half-closes each direction when its source ends, keeping
+// the other open: the Docker sandbox closes the container's stdin (a
+// half-close) once it has written the job and reads the result after, so a
+// proxy that tore the whole connection down then would lose every result.
 // Its methods are safe for concurrent use.
 type DockerProxy struct {
 	upstream string
