@@ -63,7 +63,9 @@ func Reward(s Status, position float64) float64 {
 
 // Result is the outcome of one execution. Score is always Reward(Status,
 // Position). CPUSeconds and WallSeconds are what the executor measured on
-// itself; a sandbox replaces them with what it measured from outside.
+// itself (WallSeconds from when it had read its job, the time its deadline
+// is measured on); a sandbox replaces CPUSeconds with what it measured from
+// outside, and both when the executor could not report.
 type Result struct {
 	Status   Status  `json:"status"`
 	Score    float64 `json:"score"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
 
 // Setup is how a sandbox asks the executor binary to limit itself before it
@@ -36,6 +37,9 @@ type Setup struct {
 	// MaxThreads caps the Go runtime's OS threads (debug.SetMaxThreads);
 	// past it the runtime dies. 0 leaves the runtime's default.
 	MaxThreads int
+	// Deadline bounds the evaluation on the executor's own clock, from
+	// when it has read its job (see Reporter). 0 sets none.
+	Deadline time.Duration
 }
 
 // Args renders s as the executor's command-line flags.
@@ -59,6 +63,9 @@ func (s Setup) Args() []string {
 	if s.MaxThreads > 0 {
 		a = append(a, "-max-threads", strconv.Itoa(s.MaxThreads))
 	}
+	if s.Deadline > 0 {
+		a = append(a, "-deadline", s.Deadline.String())
+	}
 	return a
 }
 
@@ -73,13 +80,14 @@ func ParseSetup(name string, args []string) (Setup, error) {
 	fs.BoolVar(&s.NoFiles, "no-files", false, "forbid creating files")
 	fs.BoolVar(&s.NoSpawn, "no-spawn", false, "forbid creating processes")
 	fs.IntVar(&s.MaxThreads, "max-threads", 0, "cap on OS threads")
+	fs.DurationVar(&s.Deadline, "deadline", 0, "deadline of the evaluation")
 	if err := fs.Parse(args); err != nil {
 		return Setup{}, fmt.Errorf("parse flags: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return Setup{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if s.SoftMemoryBytes < 0 || s.DataBytes < 0 || s.CPUSeconds < 0 || s.MaxThreads < 0 {
+	if s.SoftMemoryBytes < 0 || s.DataBytes < 0 || s.CPUSeconds < 0 || s.MaxThreads < 0 || s.Deadline < 0 {
 		return Setup{}, fmt.Errorf("negative limit")
 	}
 	return s, nil

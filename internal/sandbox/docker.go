@@ -37,10 +37,21 @@ import (
 //   - CPUs: NanoCPUs (a CFS quota), fractions allowed; GOMAXPROCS=ceil;
 //   - processes: PidsLimit (threads count); inside, the executor also
 //     forbids itself to create processes (seccomp) and caps its threads;
-//   - deadline: the container is killed (SIGKILL) when it runs out;
-//   - the container is removed after every execution, on every path; one
-//     that a crashed worker leaked carries LabelSandbox and LabelDeadline
-//     and is removed by Cleanup.
+//   - deadline: the executor stops itself at the deadline, measured on its
+//     own clock from when it has read its job (executor.Reporter), so the
+//     container's start-up does not count, exactly as in the process
+//     sandbox; as a backstop the container is killed (SIGKILL) a little
+//     past the deadline (Limits.killAfter, from the container's start);
+//   - the container (named "wmrl-" and a random suffix) is removed after
+//     every execution, on every path, also when its creation seemed to
+//     fail (the engine may have made it before its answer was lost). A
+//     removal that fails (the engine unreachable) is retried in the
+//     background with backoff, and at once when the engine answers again,
+//     for up to removeRetryFor; one that a crashed worker leaked carries
+//     LabelSandbox and LabelDeadline and is removed by Cleanup.
+//
+// Everything that goes wrong with the engine (unreachable, refusing a
+// container, a stream or a wait cut short) is an error, never a verdict.
 //
 // The job goes in on the container's stdin (attached), the result line comes
 // out on stdout; the log driver is none, so nothing is kept on disk.
@@ -59,15 +70,47 @@ type Docker struct {
 	// KillGrace bounds how long Execute waits for a killed container to be
 	// reported dead and for its output to drain.
 	KillGrace time.Duration
+
+	// Containers whose removal failed, retried in the background.
+	mu       sync.Mutex
+	pending  map[string]time.Time // id: when to give up on it
+	sweeping bool
+	closed   bool
+	kick     chan struct{}
+	bgCtx    context.Context
+	bgStop   context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 var _ Sandbox = (*Docker)(nil)
 
+// DockerOption configures NewDocker.
+type DockerOption func(*dockerOptions)
+
+type dockerOptions struct {
+	host string
+}
+
+// WithDockerHost connects to the engine at host ("unix:///path/docker.sock",
+// "tcp://host:2375") instead of the environment's DOCKER_HOST.
+func WithDockerHost(host string) DockerOption {
+	return func(o *dockerOptions) { o.host = host }
+}
+
 // NewDocker connects to the Docker engine of the environment (DOCKER_HOST
-// etc.), negotiating the API version, and makes sure the executor image for
-// the binary at executorBinary exists, building it locally if needed.
-func NewDocker(ctx context.Context, executorBinary string) (*Docker, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+// etc.) or of WithDockerHost, negotiating the API version, and makes sure
+// the executor image for the binary at executorBinary exists, building it
+// locally if needed.
+func NewDocker(ctx context.Context, executorBinary string, opts ...DockerOption) (*Docker, error) {
+	var o dockerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if o.host != "" {
+		copts = append(copts, client.WithHost(o.host))
+	}
+	cli, err := client.NewClientWithOpts(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
@@ -89,9 +132,28 @@ func NewDocker(ctx context.Context, executorBinary string) (*Docker, error) {
 }
 
 // create creates a container, rebuilding the image once if it has gone
-// (pruned while the sandbox was running).
+// (pruned while the sandbox was running). When it fails, the engine may
+// still have made the container before its answer was lost (an outage): it
+// is removed by name, now or in the background.
 func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	name := newContainerName()
+	id, err := d.createNamed(ctx, cfg, hc, name)
+	if err != nil {
+		d.remove(ctx, name)
+	}
+	return id, err
+}
+
+// newContainerName is a random name for a container ("wmrl-" and 32 hex
+// digits), by which it can be removed without knowing its id.
+func newContainerName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "wmrl-" + hex.EncodeToString(b[:])
+}
+
+func (d *Docker) createNamed(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
+	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err == nil {
 		return c.ID, nil
 	}
@@ -104,7 +166,7 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 	if berr != nil {
 		return "", fmt.Errorf("create container: %w; rebuild image: %w", err, berr)
 	}
-	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
 		return "", fmt.Errorf("create container after rebuilding its image: %w", err)
 	}
@@ -168,15 +230,89 @@ func (d *Docker) Image() string { return d.image }
 // Client is the engine client, for callers that inspect what the sandbox did.
 func (d *Docker) Client() *client.Client { return d.cli }
 
-// Close releases the engine connection.
-func (d *Docker) Close() error { return d.cli.Close() }
-
-// Execute runs one job in a new container and removes it afterwards.
-func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, error) {
-	lim := req.Limits
-	if err := lim.Check(); err != nil {
-		return executor.Result{}, fmt.Errorf("docker sandbox: %w", err)
+// Close stops the background removals, tries once more to remove the
+// containers still pending (those left are for Cleanup), and releases the
+// engine connection.
+func (d *Docker) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
 	}
+	d.closed = true
+	if d.bgStop != nil {
+		d.bgStop()
+	}
+	d.mu.Unlock()
+	d.bg.Wait()
+	d.mu.Lock()
+	ids := make([]string, 0, len(d.pending))
+	for id := range d.pending {
+		ids = append(ids, id)
+	}
+	d.pending = nil
+	d.mu.Unlock()
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		cancel()
+	}
+	return d.cli.Close()
+}
+
+// Preflight checks l against the engine: it answers, has at least l.CPUs
+// CPUs and l.MemoryBytes of memory and can enforce the limits (memory, CPU
+// quota and pids cgroups); the executor image exists or is built; and the
+// engine accepts a container with these limits (created, never started,
+// and removed).
+func (d *Docker) Preflight(ctx context.Context, l Limits) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("docker engine: %w", err)
+	}
+	var errs []error
+	if l.CPUs > float64(info.NCPU) {
+		errs = append(errs, cpusError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
+	}
+	if l.MemoryBytes > info.MemTotal {
+		errs = append(errs, memoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
+	}
+	if !info.MemoryLimit {
+		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
+	}
+	if !info.CPUCfsQuota {
+		errs = append(errs, errors.New("docker engine: cannot limit CPUs (no CFS quota)"))
+	}
+	if !info.PidsLimit {
+		errs = append(errs, errors.New("docker engine: cannot limit processes (no pids cgroup)"))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if len(d.binary) > 0 {
+		d.rebuild.Lock()
+		_, err = ensureImage(ctx, d.cli, d.binary)
+		d.rebuild.Unlock()
+	} else if _, err = d.cli.ImageInspect(ctx, d.image); err != nil {
+		err = fmt.Errorf("inspect image %s: %w", d.image, err)
+	}
+	if err != nil {
+		return fmt.Errorf("docker sandbox: %w", err)
+	}
+	cfg, hc := d.containerConfig(l)
+	id, err := d.create(ctx, cfg, hc)
+	if err != nil {
+		return fmt.Errorf("docker sandbox: trial container: %w", err)
+	}
+	d.remove(ctx, id)
+	return nil
+}
+
+// containerConfig is the container of one execution under lim.
+func (d *Docker) containerConfig(lim Limits) (*container.Config, *container.HostConfig) {
 	procs := math.Ceil(lim.CPUs)
 	setup := executor.Setup{
 		SoftMemoryBytes: lim.MemoryBytes / 10 * 9,
@@ -184,6 +320,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		NoFiles:         true,
 		NoSpawn:         true,
 		MaxThreads:      int(lim.Pids),
+		Deadline:        lim.Deadline,
 	}
 	pids := lim.Pids
 	cfg := &container.Config{
@@ -199,9 +336,10 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		StdinOnce:       true,
 		NetworkDisabled: true,
 		Labels: map[string]string{
-			LabelSandbox:  "1",
-			LabelOwner:    d.owner,
-			LabelDeadline: strconv.FormatInt(time.Now().Add(lim.Deadline+d.KillGrace+removeGrace).Unix(), 10),
+			LabelSandbox: "1",
+			LabelOwner:   d.owner,
+			LabelDeadline: strconv.FormatInt(
+				time.Now().Add(lim.killAfter()+d.KillGrace+removeGrace).Unix(), 10),
 		},
 	}
 	hc := &container.HostConfig{
@@ -217,10 +355,22 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 			PidsLimit:  &pids,
 		},
 	}
+	return cfg, hc
+}
+
+// Execute runs one job in a new container and removes it afterwards.
+func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, error) {
+	lim := req.Limits
+	if err := lim.Check(); err != nil {
+		return executor.Result{}, fmt.Errorf("docker sandbox: %w", err)
+	}
+	cfg, hc := d.containerConfig(lim)
 	id, err := d.create(ctx, cfg, hc)
 	if err != nil {
 		return executor.Result{}, err
 	}
+	// The engine answers: containers whose removal failed can go now.
+	d.kickRemovals()
 	defer d.remove(ctx, id)
 
 	// Everything below talks to this container only; it ends with it.
@@ -236,7 +386,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return executor.Result{}, fmt.Errorf("start container: %w", err)
 	}
-	timer := time.NewTimer(lim.Deadline)
+	timer := time.NewTimer(lim.killAfter())
 	defer timer.Stop()
 
 	go func() {
@@ -246,10 +396,10 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		_ = hj.CloseWrite()
 	}()
 	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
-	outDone := make(chan struct{})
+	outDone := make(chan error, 1)
 	go func() {
-		defer close(outDone)
-		_, _ = stdcopy.StdCopy(stdout, stderr, hj.Reader)
+		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
+		outDone <- err
 	}()
 	var sampledCPU atomic.Uint64 // nanoseconds, from the stats stream
 	go d.sampleCPU(cctx, id, &sampledCPU)
@@ -287,19 +437,20 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		}
 	}
 	select {
-	case <-outDone:
+	case err := <-outDone:
+		e.cut = err != nil
 	case <-time.After(d.KillGrace):
-		// The output never closed: cut it, and it is not a valid result.
+		// The output never closed: cut it; what came may be incomplete.
 		hj.Close()
 		<-outDone
-		e.stdout.truncated = true
+		e.cut = true
 	}
 
 	info, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
 		return executor.Result{}, fmt.Errorf("inspect container: %w", err)
 	}
-	wall := lim.Deadline.Seconds()
+	wall := lim.killAfter().Seconds()
 	if st := info.State; st != nil {
 		e.code = st.ExitCode
 		e.oomKilled = st.OOMKilled
@@ -318,8 +469,13 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	if err := rejected(e); err != nil {
 		return executor.Result{}, err
 	}
-	res := classify(e)
-	res.WallSeconds = wall
+	if err := incomplete(e); err != nil {
+		return executor.Result{}, fmt.Errorf("docker sandbox: container %.12s: %w", id, err)
+	}
+	res, own := classify(e)
+	if !own {
+		res.WallSeconds = wall
+	}
 	cpu := float64(sampledCPU.Load()) / 1e9
 	switch {
 	case e.timedOut:
@@ -331,15 +487,118 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	return res, nil
 }
 
-// removeGrace bounds the removal of a finished container.
+// removeGrace bounds one attempt to remove a finished container.
 const removeGrace = 30 * time.Second
 
-// remove force-removes a container, also when ctx is already cancelled.
-// A failure leaves it to Cleanup.
+// Background removal of containers whose removal failed: retried with
+// backoff from removeBackoff up to maxRemoveBackoff, and at once when an
+// execution finds the engine answering, for up to removeRetryFor; after
+// that a container is left to Cleanup.
+const (
+	removeBackoff    = 500 * time.Millisecond
+	maxRemoveBackoff = 10 * time.Second
+	removeRetryFor   = 15 * time.Minute
+)
+
+// remove force-removes a container (by id or name), also when ctx is
+// already cancelled. A failure hands it to the background removal.
 func (d *Docker) remove(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeGrace)
 	defer cancel()
-	_ = d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	err := d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !isGone(err) {
+		d.retryRemove(id)
+	}
+}
+
+// retryRemove queues id for the background removal, starting it if needed.
+func (d *Docker) retryRemove(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return // Close has made its last attempt: Cleanup's now
+	}
+	if d.pending == nil {
+		d.pending = map[string]time.Time{}
+		d.kick = make(chan struct{}, 1)
+		d.bgCtx, d.bgStop = context.WithCancel(context.Background())
+	}
+	d.pending[id] = time.Now().Add(removeRetryFor)
+	if !d.sweeping {
+		d.sweeping = true
+		d.bg.Add(1)
+		go d.sweep(d.bgCtx, d.kick)
+	}
+}
+
+// kickRemovals makes the background removal try again now.
+func (d *Docker) kickRemovals() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sweeping {
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Removals returns how many containers wait for their background removal.
+func (d *Docker) Removals() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pending)
+}
+
+// sweep removes the pending containers until none is left or ctx ends.
+func (d *Docker) sweep(ctx context.Context, kick <-chan struct{}) {
+	defer d.bg.Done()
+	backoff := removeBackoff
+	for {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			d.mu.Lock()
+			d.sweeping = false
+			d.mu.Unlock()
+			return
+		case <-kick:
+		case <-t.C:
+		}
+		t.Stop()
+		d.mu.Lock()
+		ids := make(map[string]time.Time, len(d.pending))
+		for id, giveUp := range d.pending {
+			ids[id] = giveUp
+		}
+		d.mu.Unlock()
+		removed := false
+		for id, giveUp := range ids {
+			rctx, cancel := context.WithTimeout(ctx, removeGrace)
+			err := d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			cancel()
+			done := err == nil || isGone(err)
+			removed = removed || done
+			if done || time.Now().After(giveUp) {
+				d.mu.Lock()
+				delete(d.pending, id)
+				d.mu.Unlock()
+			}
+		}
+		d.mu.Lock()
+		if len(d.pending) == 0 || d.closed {
+			d.sweeping = false
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		if removed {
+			backoff = removeBackoff
+		} else {
+			backoff = min(2*backoff, maxRemoveBackoff)
+		}
+	}
 }
 
 // statsCPU is the part of a stats message the sandbox reads.

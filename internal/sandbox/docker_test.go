@@ -4,7 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"github.com/wmrl/wmrl/internal/testlock"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,8 +17,10 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/testlock"
 )
 
 // newTestDocker returns a Docker sandbox running fakeexec, or skips.
@@ -241,5 +244,51 @@ func TestDockerImages(t *testing.T) {
 	}
 	if _, err := d.Client().ImageInspect(ctx, fake.Image()); err != nil {
 		t.Errorf("current image %s: %v", fake.Image(), err)
+	}
+}
+
+// TestDockerPreflight checks the limits against the engine, and that an
+// engine refusal at Execute is an error, not a verdict: sandbox {cpus: 4}
+// on a 2-CPU engine made every execution fail with the engine's "Range of
+// CPUs is from 0.01 to 2.00".
+func TestDockerPreflight(t *testing.T) {
+	d := newTestDocker(t, fakeBinary)
+	ctx := context.Background()
+	if err := d.Preflight(ctx, testLimits()); err != nil {
+		t.Fatalf("Preflight(%+v): %v", testLimits(), err)
+	}
+	info, err := d.Client().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *LimitError
+	lim := testLimits()
+	lim.CPUs = float64(2 * info.NCPU)
+	want := fmt.Sprintf("sandbox.cpus: %d exceeds the %d CPUs of the Docker engine", 2*info.NCPU, info.NCPU)
+	if err := d.Preflight(ctx, lim); !errors.As(err, &le) || err.Error() != want {
+		t.Errorf("Preflight(%v CPUs) = %v, want %q", lim.CPUs, err, want)
+	}
+	if res, err := d.Execute(ctx, Request{Job: fakeJob(t, "ok"), Limits: lim}); err == nil {
+		t.Errorf("Execute with %v CPUs on a %d-CPU engine scored %+v", lim.CPUs, info.NCPU, res)
+	} else {
+		t.Logf("Execute with %v CPUs: %v", lim.CPUs, err)
+	}
+	lim = testLimits()
+	lim.MemoryBytes = info.MemTotal + 1<<30
+	if err := d.Preflight(ctx, lim); !errors.As(err, &le) || !strings.Contains(err.Error(), "MiB of the Docker engine") {
+		t.Errorf("Preflight(%d MiB) = %v", lim.MemoryBytes>>20, err)
+	}
+	if left := sandboxContainers(t, d); len(left) > 0 {
+		t.Errorf("%d sandbox containers left behind", len(left))
+	}
+	// An engine that does not answer is the sandbox's failure.
+	cli, err := client.NewClientWithOpts(client.WithHost("unix:///nonexistent/docker.sock"), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	down := &Docker{cli: cli, image: d.image, owner: d.owner, KillGrace: d.KillGrace}
+	if err := down.Preflight(ctx, testLimits()); err == nil || errors.As(err, &le) {
+		t.Errorf("Preflight without an engine = %v, want a sandbox error", err)
 	}
 }

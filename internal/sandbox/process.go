@@ -20,10 +20,13 @@ import (
 // Process runs the executor as a limited child process, for machines
 // without Docker. What it enforces:
 //
-//   - deadline: the child leads its own process group; at the deadline the
-//     whole group is killed with SIGKILL, so nothing it started survives.
-//     The child also dies with SIGKILL if the worker thread that started it
-//     dies (Pdeathsig), and carries an RLIMIT_CPU backstop.
+//   - deadline: the executor stops itself at the deadline, measured on its
+//     own clock from when it has read its job (executor.Reporter). As a
+//     backstop the child leads its own process group, which is killed with
+//     SIGKILL a little past the deadline (Limits.killAfter, from the start
+//     of the child), so nothing it started survives. The child also dies
+//     with SIGKILL if the worker thread that started it dies (Pdeathsig),
+//     and carries an RLIMIT_CPU backstop.
 //   - memory: the executor caps itself with RLIMIT_DATA (heap and anonymous
 //     mappings; RLIMIT_AS would count the Go runtime's address-space
 //     reservations and fail at startup) before reading its job, and sets the
@@ -94,7 +97,32 @@ func (p *Process) setupFor(l Limits) executor.Setup {
 		NoFiles:         true,
 		NoSpawn:         !p.AllowSpawn,
 		MaxThreads:      int(l.Pids),
+		Deadline:        l.Deadline,
 	}
+}
+
+// Preflight checks l against this machine (CPUs, physical memory) and that
+// the executor binary is still there.
+func (p *Process) Preflight(ctx context.Context, l Limits) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	var errs []error
+	if n := runtime.NumCPU(); l.CPUs > float64(n) {
+		errs = append(errs, cpusError(l.CPUs, "exceeds the %d CPUs of this machine (process sandbox)", n))
+	}
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		errs = append(errs, fmt.Errorf("process sandbox: read physical memory: %w", err))
+	} else if total := int64(si.Totalram) * int64(si.Unit); l.MemoryBytes > total {
+		errs = append(errs, memoryError(l.MemoryBytes, "exceeds the %d MiB of this machine (process sandbox)", total>>20))
+	}
+	if st, err := os.Stat(p.Binary); err != nil {
+		errs = append(errs, fmt.Errorf("process sandbox: executor binary: %w", err))
+	} else if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		errs = append(errs, fmt.Errorf("process sandbox: executor binary %s is not an executable file", p.Binary))
+	}
+	return errors.Join(errs...)
 }
 
 // Execute runs one job in a child process.
@@ -102,7 +130,7 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	if err := req.Limits.Check(); err != nil {
 		return executor.Result{}, fmt.Errorf("process sandbox: %w", err)
 	}
-	run, cancel := context.WithTimeout(ctx, req.Limits.Deadline)
+	run, cancel := context.WithTimeout(ctx, req.Limits.killAfter())
 	defer cancel()
 
 	setup := p.setupFor(req.Limits)
@@ -169,14 +197,19 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	}
 	if errors.Is(waitErr, exec.ErrWaitDelay) && state.Success() {
 		// The executor exited but something kept its output open.
-		e.stdout.truncated = true
+		e.cut = true
 	}
 	if err := rejected(e); err != nil {
 		return executor.Result{}, err
 	}
-	res := classify(e)
+	if err := incomplete(e); err != nil {
+		return executor.Result{}, fmt.Errorf("process sandbox: %w", err)
+	}
+	res, own := classify(e)
 	res.CPUSeconds = cpu
-	res.WallSeconds = wall.Seconds()
+	if !own {
+		res.WallSeconds = wall.Seconds()
+	}
 	return res, nil
 }
 

@@ -168,6 +168,12 @@ func (p *InProcess) Runs() int {
 	return p.runs
 }
 
+// Preflight checks the limits' static bounds (Limits.Check): the executions
+// run in this process, under none of them.
+func (p *InProcess) Preflight(ctx context.Context, l sandbox.Limits) error {
+	return l.Check()
+}
+
 // Execute decodes the job and runs executor.Run on it.
 func (p *InProcess) Execute(ctx context.Context, req sandbox.Request) (executor.Result, error) {
 	p.mu.Lock()

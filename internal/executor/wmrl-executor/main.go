@@ -1,8 +1,10 @@
 // Command wmrl-executor evaluates one job of the built-in suite inside a
 // sandbox: it applies the limits given by its flags to itself, reads one
 // encoded executor.Job from stdin, runs it and writes one JSON result line to
-// stdout, exiting 0. A crash or a memory kill ends it with another status,
-// which the sandbox classifies; exit 3 means it refused its flags or job.
+// stdout, exiting 0. With -deadline it reports a timeout once the evaluation
+// has run that long since it read its job (executor.Reporter). A crash or a
+// memory kill ends it with another status, which the sandbox classifies;
+// exit 3 means it refused its flags or job.
 //
 // Build it static: CGO_ENABLED=0 go build -o bin/wmrl-executor ./internal/executor/wmrl-executor
 package main
@@ -12,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/wmrl/wmrl/internal/executor"
 )
@@ -36,15 +37,15 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "wmrl-executor:", err)
 		return executor.ExitRejected
 	}
-	start := time.Now()
-	res, err := executor.Run(context.Background(), job)
+	rep := executor.NewReporter(os.Stdout, setup.Deadline, os.Exit)
+	ctx, cancel := rep.Context(context.Background())
+	defer cancel()
+	res, err := executor.Run(ctx, job)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wmrl-executor:", err)
 		return executor.ExitRejected
 	}
-	res.WallSeconds = time.Since(start).Seconds()
-	res.CPUSeconds = executor.SelfCPUSeconds()
-	if _, err := os.Stdout.Write(res.Line()); err != nil {
+	if err := rep.Report(res); err != nil {
 		fmt.Fprintln(os.Stderr, "wmrl-executor:", err)
 		return 1
 	}

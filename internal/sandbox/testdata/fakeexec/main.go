@@ -34,12 +34,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ok := func(detail string) {
-		r := executor.NewResult(executor.StatusOK, 0.9, 0.5, detail)
-		r.CPUSeconds = executor.SelfCPUSeconds()
-		os.Stdout.Write(r.Line())
+	mode := strings.TrimPrefix(job.Program, "fake ")
+	// Like wmrl-executor, it stops itself at its deadline, except when
+	// deaf to it (to exercise the sandboxes' backstop kill).
+	deadline := setup.Deadline
+	if mode == "deaf" {
+		deadline = 0
 	}
-	switch mode := strings.TrimPrefix(job.Program, "fake "); mode {
+	rep := executor.NewReporter(os.Stdout, deadline, os.Exit)
+	ok := func(detail string) {
+		rep.Report(executor.NewResult(executor.StatusOK, 0.9, 0.5, detail))
+	}
+	switch mode {
 	case "ok":
 		ok("")
 	case "spin": // burn 300 ms of CPU, then succeed
@@ -64,8 +70,12 @@ func main() {
 			}
 			keep = append(keep, b)
 		}
-	case "sleep":
+	case "sleep", "deaf":
 		time.Sleep(time.Hour)
+	case "silent": // exit 0 without a result line
+	case "half": // exit 0 with half a result line
+		line := executor.NewResult(executor.StatusOK, 0.9, 0.5, "").Line()
+		os.Stdout.Write(line[:len(line)/2])
 	case "garbage":
 		fmt.Println("this is not a result")
 	case "flood":
