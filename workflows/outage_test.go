@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/internal/mode"
@@ -158,17 +157,7 @@ func TestFaultDockerOutage(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
 	}
-	engine := "/var/run/docker.sock"
-	dc, err := client.NewClientWithOpts(client.WithHost("unix://"+engine), client.WithAPIVersionNegotiation())
-	if err == nil {
-		pctx, pcancel := context.WithTimeout(t.Context(), 5*time.Second)
-		_, err = dc.Ping(pctx)
-		pcancel()
-		dc.Close()
-	}
-	if err != nil {
-		t.Skipf("no Docker engine at %s: %v", engine, err)
-	}
+	p := testenv.NewTestDockerProxy(t) // skips without an engine
 	c := dialTemporal(t)
 	st, dsn := testenv.FreshDB(t)
 	bin := buildBinaries(t)
@@ -177,12 +166,7 @@ func TestFaultDockerOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 
-	p, err := testenv.NewProxy("unix", filepath.Join(t.TempDir(), "docker.sock"), "unix", engine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	host := "DOCKER_HOST=unix://" + p.Addr()
+	host := "DOCKER_HOST=" + p.Host()
 
 	w := startWorkerWith(t, bin, dsn, "docker", host)
 	ref := fmt.Sprintf("docker-ref-%d", stamp)

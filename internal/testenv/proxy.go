@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,18 +8,25 @@ import (
 )
 
 // Proxy forwards every connection made to its address to a target address.
-// Stop cuts every connection and stops listening, so that to its clients
-// the target looks down; Start listens again on the same address. A fault
-// test points one client (a worker's database URL, DOCKER_HOST) at a Proxy
-// to cut that client off the database or the Docker engine without
-// disturbing anyone else who uses them.
+// Stop cuts every connection, both ways, and stops listening (a Unix
+// socket is removed), so that to its clients the target looks down at
+// once; Start listens again on the same address. A fault test points one
+// client (a worker's database URL, DOCKER_HOST) at a Proxy to cut that
+// client off the database or the Docker engine without disturbing anyone
+// else who uses them.
+//
+// Bytes pass through unchanged, and each direction is half-closed when its
+// source ends while the other stays open: the Docker sandbox closes a
+// container's stdin (a half-close) once it has written the job and reads
+// the result after, so a proxy that tore the whole connection down then
+// would lose every result. Its methods are safe for concurrent use.
 type Proxy struct {
-	network, addr     string
-	tNetwork, tTarget string
+	network, addr         string
+	targetNetwork, target string
 
 	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
+	ln    net.Listener // nil when stopped
+	conns map[net.Conn]bool
 	wg    sync.WaitGroup
 }
 
@@ -28,7 +34,7 @@ type Proxy struct {
 // target). With network "tcp" and addr "127.0.0.1:0" the port is chosen
 // by the system (Addr tells it). Close it when done.
 func NewProxy(network, addr, targetNetwork, target string) (*Proxy, error) {
-	p := &Proxy{network: network, addr: addr, tNetwork: targetNetwork, tTarget: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{network: network, addr: addr, targetNetwork: targetNetwork, target: target, conns: map[net.Conn]bool{}}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
@@ -51,15 +57,15 @@ func (p *Proxy) Start() error {
 	}
 	ln, err := net.Listen(p.network, p.addr)
 	if err != nil {
-		return fmt.Errorf("proxy listen %s %s: %w", p.network, p.addr, err)
+		return fmt.Errorf("proxy: listen on %s %s: %w", p.network, p.addr, err)
 	}
 	p.ln, p.addr = ln, ln.Addr().String()
 	p.wg.Add(1)
-	go p.accept(ln)
+	go p.serve(ln)
 	return nil
 }
 
-// Stop closes the listener and every open connection: the target is
+// Stop closes the listener and every live connection: the target is
 // unreachable through the proxy until Start.
 func (p *Proxy) Stop() {
 	p.mu.Lock()
@@ -68,6 +74,7 @@ func (p *Proxy) Stop() {
 	for c := range p.conns {
 		c.Close()
 	}
+	p.conns = map[net.Conn]bool{}
 	p.mu.Unlock()
 	if ln != nil {
 		ln.Close()
@@ -78,61 +85,67 @@ func (p *Proxy) Stop() {
 // Close stops the proxy for good.
 func (p *Proxy) Close() { p.Stop() }
 
-func (p *Proxy) accept(ln net.Listener) {
+// serve accepts connections on ln until Stop closes it.
+func (p *Proxy) serve(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := ln.Accept()
+		down, err := ln.Accept()
 		if err != nil {
-			return // closed by Stop
-		}
-		p.mu.Lock()
-		if p.ln != ln {
-			p.mu.Unlock()
-			c.Close()
 			return
 		}
-		p.conns[c] = struct{}{}
 		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.serve(c)
+		go p.pipe(ln, down)
 	}
 }
 
-func (p *Proxy) serve(c net.Conn) {
-	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
+// track registers live connections of listener ln; it fails when ln has
+// been stopped meanwhile.
+func (p *Proxy) track(ln net.Listener, cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != ln {
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = true
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
 		delete(p.conns, c)
-		p.mu.Unlock()
-		c.Close()
-	}()
-	t, err := net.Dial(p.tNetwork, p.tTarget)
+	}
+}
+
+// pipe copies between a client's connection and a new one to the target
+// until both directions end or Stop cuts them.
+func (p *Proxy) pipe(ln net.Listener, down net.Conn) {
+	defer p.wg.Done()
+	defer down.Close()
+	up, err := net.Dial(p.targetNetwork, p.target)
 	if err != nil {
 		return
 	}
-	p.mu.Lock()
-	if p.ln == nil { // stopped while dialling
-		p.mu.Unlock()
-		t.Close()
+	defer up.Close()
+	if !p.track(ln, down, up) {
 		return
 	}
-	p.conns[t] = struct{}{}
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, t)
-		p.mu.Unlock()
-		t.Close()
-	}()
+	defer p.untrack(down, up)
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, err := io.Copy(dst, src)
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			_ = err // a cut connection is the point of the proxy
+	copyHalf := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src) // a cut connection is the point of the proxy
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
 		}
 		done <- struct{}{}
 	}
-	go pipe(t, c)
-	go pipe(c, t)
+	go copyHalf(up, down)
+	go copyHalf(down, up)
+	<-done
 	<-done
 }
