@@ -188,12 +188,25 @@ func (a *Activities) loadPolicy(ctx context.Context, run string, ref CheckpointR
 		}
 	}
 	a.mu.Unlock()
+	// A checkpoint file is written once, atomically (a synced temporary
+	// file renamed into place), before its hash is recorded, and nothing
+	// rewrites a recorded version: a reader sees the whole file or none of
+	// it. A file that does not decode, or decodes to another hash, was
+	// damaged or overwritten afterwards (by another deployment sharing the
+	// data directory, say); retrying cannot repair it, so the step fails
+	// instead of retrying for ever. A missing file stays retryable: a
+	// shared volume may not be mounted yet.
 	p, err := policy.Load(c.Location, policy.ProgramGrammar{})
+	if errors.Is(err, policy.ErrCorrupt) {
+		return nil, invalid(fmt.Errorf("checkpoint %d of run %s is unusable (%w): the run cannot go on from it", ref.Version, run, err))
+	}
 	if err != nil {
 		return nil, err
 	}
 	if h := p.Hash(); h != c.Hash {
-		return nil, fmt.Errorf("checkpoint file %s has hash %s, recorded %s", c.Location, h, c.Hash)
+		return nil, invalid(fmt.Errorf("checkpoint %d of run %s: file %s has hash %s, Postgres records %s: "+
+			"the file was overwritten (by another run or deployment sharing the data directory?) and the run cannot go on from it",
+			ref.Version, run, c.Location, h, c.Hash))
 	}
 	a.mu.Lock()
 	a.policies = append(a.policies, cachedPolicy{path: c.Location, hash: c.Hash, p: p})
