@@ -12,7 +12,9 @@ import (
 // r.ResumedFrom, as a copy of that run's history up to that step: its steps,
 // trajectories, anchor pairs, calibration maps and fusion states of steps
 // 0..ResumedStep, its evaluations and checkpoints up to version
-// ResumedStep+1 (the same weight files), all in one transaction. The new
+// ResumedStep+1 (the same weight files) and its current anchor fraction
+// (when set-anchor-fraction changed it), all in one transaction with the
+// new run's row: a resume that fails leaves no run behind. The new
 // run then fits its calibration window and continues its checkpoint
 // versions exactly as the old one would have. Step ResumedStep of the old
 // run must be completed. Calling it again for the same run is a no-op; a
@@ -28,9 +30,6 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 	}
 	if !ok || last < upTo {
 		return fmt.Errorf("resume run %s: step %d of run %s is not completed: %w", r.ID, upTo, from, ErrNotFound)
-	}
-	if err := s.UpsertRun(ctx, r); err != nil {
-		return err
 	}
 	copies := []struct{ table, sql string }{
 		{"steps", `INSERT INTO steps (run_id, step, status, metrics, started_at, finished_at)
@@ -64,10 +63,17 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			ON CONFLICT DO NOTHING`},
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := upsertRun(ctx, tx, r); err != nil {
+			return err
+		}
 		for _, c := range copies {
 			if _, err := tx.Exec(ctx, c.sql, from, r.ID, upTo); err != nil {
 				return fmt.Errorf("copy %s: %w", c.table, err)
 			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET anchor_fraction = (SELECT anchor_fraction FROM runs WHERE id = $1)
+			WHERE id = $2 AND anchor_fraction IS NULL`, from, r.ID); err != nil {
+			return fmt.Errorf("copy anchor fraction: %w", err)
 		}
 		var v int
 		err := tx.QueryRow(ctx, `SELECT version FROM checkpoints WHERE run_id = $1 AND version = $2`, r.ID, upTo+1).Scan(&v)

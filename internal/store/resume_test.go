@@ -25,6 +25,9 @@ func TestResumeRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := s.SetAnchorFraction(ctx, old.ID, 0.375); err != nil {
+		t.Fatal(err)
+	}
 	// Checkpoint 2 (after step 1) exists; 3 does not.
 	r := old
 	r.ID, r.ResumedFrom, r.ResumedStep = old.ID+"-r", old.ID, 1
@@ -41,7 +44,8 @@ func TestResumeRun(t *testing.T) {
 	if last, ok, err := s.LastCompletedStep(ctx, r.ID); err != nil || !ok || last != 1 {
 		t.Errorf("LastCompletedStep = %d %v %v, want 1", last, ok, err)
 	}
-	if back, err := s.Run(ctx, r.ID); err != nil || back.ResumedFrom != old.ID || back.ResumedStep != 1 {
+	if back, err := s.Run(ctx, r.ID); err != nil || back.ResumedFrom != old.ID || back.ResumedStep != 1 ||
+		back.AnchorFraction == nil || *back.AnchorFraction != 0.375 {
 		t.Errorf("Run = %+v, %v", back, err)
 	}
 
@@ -52,6 +56,26 @@ func TestResumeRun(t *testing.T) {
 	}
 	if _, err := s.Run(ctx, bad.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a refused resume stored run %s: %v", bad.ID, err)
+	}
+	// Step 1 is completed but checkpoint 2 is missing: nothing is stored,
+	// not even the run.
+	gone := old
+	gone.ID = old.ID + "-gone"
+	if err := s.UpsertRun(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 2 {
+		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, map[string]float64{"rho": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := r
+	missing.ID, missing.ResumedFrom = gone.ID+"-r", gone.ID
+	if err := s.ResumeRun(ctx, missing); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resume without the next checkpoint: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Run(ctx, missing.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a failed resume left run %s behind: %v", missing.ID, err)
 	}
 	other := r
 	other.ResumedStep = 0

@@ -68,6 +68,10 @@ type Termination struct {
 // sets its state (a terminated run stays terminated). An existing run with other fixed fields is an ErrConflict.
 // CreatedAt and UpdatedAt are set by the database.
 func (s *Store) UpsertRun(ctx context.Context, r Run) error {
+	return upsertRun(ctx, s.pool, r)
+}
+
+func upsertRun(ctx context.Context, q querier, r Run) error {
 	if r.ID == "" {
 		return fmt.Errorf("upsert run: empty id")
 	}
@@ -91,7 +95,7 @@ func (s *Store) UpsertRun(ctx context.Context, r Run) error {
 	// The update applies only when the fixed fields match; no row back
 	// means they do not.
 	var id string
-	err := s.pool.QueryRow(ctx, `INSERT INTO runs (id, name, mode, config, seed, steps, state, resumed_from, resumed_step)
+	err := q.QueryRow(ctx, `INSERT INTO runs (id, name, mode, config, seed, steps, state, resumed_from, resumed_step)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (id) DO UPDATE SET
 			state = CASE WHEN runs.state = 'terminated' THEN runs.state ELSE EXCLUDED.state END,
