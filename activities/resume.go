@@ -44,26 +44,33 @@ type ResumeRunResponse struct {
 	Rho         float64             `json:"rho"`
 	Tracker     anchors.Tracker     `json:"tracker"`
 	Calibration *CalibrationSummary `json:"calibration,omitempty"`
-	// LastMetrics are the metrics of step Step-1.
+	// LastMetrics are the metrics of step Step-1 and LastAnchors its anchor
+	// groups (ascending; empty in modes without anchors).
 	LastMetrics StepMetrics `json:"last_metrics"`
+	LastAnchors []int       `json:"last_anchors"`
+	// AnchorFraction is the old run's current anchor fraction: the one
+	// set-anchor-fraction last set (recorded in Postgres), else the
+	// configuration's.
+	AnchorFraction float64 `json:"anchor_fraction"`
+	// HeldOut is the held-out score of checkpoint Step when the old run
+	// evaluated it, nil otherwise.
+	HeldOut *store.HeldOut `json:"held_out,omitempty"`
 }
 
 // ResumeRun copies run From's history up to its last completed step s into
 // run RunID (store.ResumeRun: steps, trajectories, anchor pairs, maps and
 // fusion states of steps 0..s, checkpoints and evaluations of versions
-// 0..s+1) and returns the state to continue from, step s+1: checkpoint s+1,
-// the denoiser state and ρ of step s, the anchor tracker of steps 0..s, the
-// metrics of step s and the latest calibration summary. Calling it again is
-// a no-op that returns the same state.
+// 0..s+1, and the new run's row, in one transaction) and returns the state
+// to continue from, step s+1: checkpoint s+1, the denoiser state and ρ of
+// step s, the anchor tracker of steps 0..s, the metrics and anchor groups
+// of step s, the anchor fraction it used, the latest calibration summary
+// and the held-out score of checkpoint s+1. With the same seed and
+// configuration the resumed run continues exactly as the old one would
+// have. Calling it again is a no-op that returns the same state.
 //
-// TrainingRun calls it when started with RunInput.ResumeFrom. `wmrl
-// resume-from` does not: the starter copies the history itself
-// (store.ResumeRun) and starts TrainingRun with the state, to which it also
-// restores the anchor fraction the old workflow reports and the last
-// held-out score. On this path the anchor fraction is the configuration's,
-// so a fraction changed by set-anchor-fraction is not carried over; with the
-// same seed, configuration and anchor fraction the resumed run continues
-// exactly as the old one would have.
+// TrainingRun calls it when started with RunInput.ResumeFrom; it is the
+// only writer of a resumed run's first state: `wmrl resume-from` only
+// checks and starts the workflow.
 func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ResumeRunResponse{}, invalid(err)
@@ -88,7 +95,14 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	if err != nil {
 		return ResumeRunResponse{}, err
 	}
-	resp := ResumeRunResponse{Step: last + 1, Rho: 1}
+	resp := ResumeRunResponse{Step: last + 1, Rho: 1, AnchorFraction: cfg.Anchors.Fraction, LastAnchors: []int{}}
+	run, err := a.Store.Run(ctx, req.RunID)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if run.AnchorFraction != nil {
+		resp.AnchorFraction = *run.AnchorFraction
+	}
 	cp, err := a.Store.Checkpoint(ctx, req.RunID, last+1)
 	if err != nil {
 		return ResumeRunResponse{}, fmt.Errorf("checkpoint %d: %w", last+1, err)
@@ -121,6 +135,22 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		if s.Step == last {
 			resp.LastMetrics = m
 		}
+	}
+	ts, err := a.Store.StepTrajectories(ctx, req.RunID, last)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	for _, t := range ts { // in (group, sample) order
+		if t.Anchor && (len(resp.LastAnchors) == 0 || resp.LastAnchors[len(resp.LastAnchors)-1] != t.Group) {
+			resp.LastAnchors = append(resp.LastAnchors, t.Group)
+		}
+	}
+	h, err := a.Store.HeldOutScore(ctx, req.RunID, last+1)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if h.Tasks > 0 {
+		resp.HeldOut = &h
 	}
 	return resp, nil
 }
