@@ -374,8 +374,8 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 	if _, err := e.wmrl(t, "resume-from", name); err == nil || !strings.Contains(err.Error(), "is still running") {
 		t.Errorf("resume-from a running run: %v", err)
 	}
-	if err := e.tc.TerminateWorkflow(t.Context(), name, "", "test"); err != nil {
-		t.Fatal(err)
+	if out, err := e.wmrl(t, "terminate", name, "--reason", "test of resume-from"); err != nil || !strings.Contains(out, "terminated") {
+		t.Fatalf("terminate: %v\n%s", err, out)
 	}
 	last, _, err := e.st.LastCompletedStep(t.Context(), name)
 	if err != nil {
@@ -416,8 +416,9 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 			break
 		}
 	}
-	if old, err := e.st.Run(t.Context(), name); err != nil || old.State != store.RunTerminated {
-		t.Errorf("old run's recorded state: %+v %v", old.State, err)
+	if old, err := e.st.Run(t.Context(), name); err != nil || old.State != store.RunTerminated ||
+		old.Termination == nil || old.Termination.Reason != "test of resume-from" {
+		t.Errorf("old run's recorded state: %+v %v", old, err)
 	}
 	if _, err := e.wmrl(t, "resume-from", whole); err == nil || !strings.Contains(err.Error(), "completed all its 4 steps") {
 		t.Errorf("resume-from a completed run: %v", err)

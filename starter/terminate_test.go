@@ -15,6 +15,7 @@ import (
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/workflows"
 )
 
 func TestTerminateRefusesEmptyReason(t *testing.T) {
@@ -37,16 +38,22 @@ func TestTerminateUnknownRun(t *testing.T) {
 	}
 }
 
-// fakeTemporal answers the two calls terminateRun makes.
+// fakeTemporal answers the calls terminate and resume-from make: status
+// is the state of workflow run (unknown when unspecified), children its
+// pending children; a workflow id ending in "step-gone" has ended already.
 type fakeTemporal struct {
 	client.Client
+	run        string
 	status     enums.WorkflowExecutionStatus
 	children   []string
 	terminated []string
+	// started records ExecuteWorkflow's inputs; startErr fails it.
+	started  []workflows.RunInput
+	startErr error
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	if f.status == enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+	if id != f.run || f.status == enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
 		return nil, serviceerror.NewNotFound("workflow not found")
 	}
 	d := &workflowservice.DescribeWorkflowExecutionResponse{
@@ -62,8 +69,18 @@ func (f *fakeTemporal) TerminateWorkflow(_ context.Context, id, _, _ string, _ .
 		return serviceerror.NewNotFound("workflow execution already completed")
 	}
 	f.terminated = append(f.terminated, id)
-	f.status = enums.WORKFLOW_EXECUTION_STATUS_TERMINATED
+	if id == f.run {
+		f.status = enums.WORKFLOW_EXECUTION_STATUS_TERMINATED
+	}
 	return nil
+}
+
+func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, _ client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
+	if f.startErr != nil {
+		return nil, f.startErr
+	}
+	f.started = append(f.started, args[0].(workflows.RunInput))
+	return nil, nil
 }
 
 func TestTerminateRun(t *testing.T) {
@@ -80,7 +97,7 @@ func TestTerminateRun(t *testing.T) {
 	// A running run (stuck at a corrupt checkpoint, say): its workflow and
 	// step are terminated, then the termination is recorded.
 	add("stuck", store.RunStopping)
-	tc := &fakeTemporal{status: enums.WORKFLOW_EXECUTION_STATUS_RUNNING, children: []string{"stuck/step-0", "stuck/step-gone"}}
+	tc := &fakeTemporal{run: "stuck", status: enums.WORKFLOW_EXECUTION_STATUS_RUNNING, children: []string{"stuck/step-0", "stuck/step-gone"}}
 	rep, err := terminateRun(ctx, tc, st, "stuck", "checkpoint 0 is corrupt")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +119,7 @@ func TestTerminateRun(t *testing.T) {
 	// A row that says running for a workflow that already ended (or that
 	// Temporal forgot) is recorded as terminated.
 	add("stale", store.RunRunning)
-	tc = &fakeTemporal{status: enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED}
+	tc = &fakeTemporal{run: "stale"}
 	rep, err = terminateRun(ctx, tc, st, "stale", "worker gone")
 	if err != nil || len(rep.Terminated) != 0 || rep.Workflow != "" {
 		t.Errorf("stale run: %+v %v", rep, err)
@@ -113,7 +130,7 @@ func TestTerminateRun(t *testing.T) {
 
 	// A completed run is refused and keeps its state.
 	add("done", store.RunCompleted)
-	tc = &fakeTemporal{status: enums.WORKFLOW_EXECUTION_STATUS_COMPLETED}
+	tc = &fakeTemporal{run: "done", status: enums.WORKFLOW_EXECUTION_STATUS_COMPLETED}
 	if _, err := terminateRun(ctx, tc, st, "done", "x"); err == nil || !strings.Contains(err.Error(), "nothing to terminate") {
 		t.Errorf("terminate a completed run: %v", err)
 	}
