@@ -44,11 +44,18 @@ type Activities struct {
 	Suites     Suites
 	WorldModel WorldModel
 	Sandbox    sandbox.Sandbox
-	// DataDir holds checkpoints and fused batches, under runs/<run id>/.
-	// Workers serving the control (CreateRun writes checkpoint 0, Fuse the
-	// batch), rollout, gpu and sandbox queues on different machines must
-	// share it (a network file system or a synced volume).
+	// DataDir holds checkpoints and fused batches, under
+	// runs/<RunsKey>/<run id>/. Workers serving the control (CreateRun
+	// writes checkpoint 0, Fuse the batch), rollout, gpu and sandbox queues
+	// on different machines must share it (a network file system or a
+	// synced volume).
 	DataDir string
+	// RunsKey keeps the deployment's runs apart from those of other
+	// deployments sharing DataDir (deployenv.RunsKey); "" puts them
+	// directly under runs/, as before deployments were keyed. Checkpoints
+	// are found through their Location in Postgres, so runs whose files
+	// were written under another key keep working.
+	RunsKey string
 	Logger  *zap.Logger
 
 	mu       sync.Mutex
@@ -111,7 +118,7 @@ func heartbeat(ctx context.Context, details ...any) {
 }
 
 func (a *Activities) runDir(run string) string {
-	return filepath.Join(a.DataDir, "runs", run)
+	return filepath.Join(a.DataDir, "runs", a.RunsKey, run)
 }
 
 func (a *Activities) checkpointDir(run string) string {

@@ -13,3 +13,14 @@ CREATE TABLE run_terminations (
     reason         text        NOT NULL CHECK (btrim(reason) <> ''),
     terminated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- The identity of this database, made once when it is migrated: workers key
+-- the files of their runs by it (runs/<namespace>/<database>-<id>/<run> in
+-- the data directory), so that two deployments sharing a data directory
+-- never write over each other's checkpoints, whatever their run names.
+CREATE TABLE deployment (
+    one  boolean PRIMARY KEY DEFAULT true CHECK (one),
+    id   text    NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', ''),
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO deployment DEFAULT VALUES;

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -60,7 +61,7 @@ func integration(t *testing.T) *itEnv {
 // sandbox. It skips without a server, except in CI, where it fails.
 func stack(t *testing.T, ns string) *itEnv {
 	t.Helper()
-	addr := envOr("TEMPORAL_ADDRESS", defaultAddress)
+	addr := deployenv.Read().Address
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		if os.Getenv("CI") != "" {

@@ -79,7 +79,7 @@ func TestMigrateOnce(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "evaluations", "fusion_states",
+	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "deployment", "evaluations", "fusion_states",
 		"run_terminations", "runs", "schema_migrations", "steps", "trajectories"}
 	if !slices.Equal(tables, want) {
 		t.Errorf("tables %v, want %v", tables, want)

@@ -86,3 +86,29 @@ func TestSetAnchorFraction(t *testing.T) {
 		t.Errorf("unknown run: %v, want ErrNotFound", err)
 	}
 }
+
+func TestDeployment(t *testing.T) {
+	ctx := t.Context()
+	shared := sharedStore(t)
+	d1, err := shared.Deployment(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := shared.Deployment(ctx); err != nil || again != d1 {
+		t.Errorf("Deployment twice: %+v then %+v, %v", d1, again, err)
+	}
+	other := openDSN(t, freshDB(t))
+	if _, err := other.Deployment(ctx); err == nil {
+		t.Error("an unmigrated database has a deployment id")
+	}
+	if _, err := other.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := other.Deployment(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d1.ID) != 32 || d1.Database == "" || d2.ID == d1.ID || d2.Database == d1.Database {
+		t.Errorf("deployments %+v and %+v: want two ids of 32 hex digits and two names", d1, d2)
+	}
+}
