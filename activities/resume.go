@@ -48,9 +48,9 @@ type ResumeRunResponse struct {
 	// groups (ascending; empty in modes without anchors).
 	LastMetrics StepMetrics `json:"last_metrics"`
 	LastAnchors []int       `json:"last_anchors"`
-	// AnchorFraction is the old run's current anchor fraction: the one
-	// set-anchor-fraction last set (recorded in Postgres), else the
-	// configuration's.
+	// AnchorFraction is the anchor fraction step Step-1 used (recorded in
+	// its metrics; the last set-anchor-fraction's or the configuration's),
+	// the configuration's when the step did not record it.
 	AnchorFraction float64 `json:"anchor_fraction"`
 	// HeldOut is the held-out score of checkpoint Step when the old run
 	// evaluated it, nil otherwise.
@@ -96,13 +96,6 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		return ResumeRunResponse{}, err
 	}
 	resp := ResumeRunResponse{Step: last + 1, Rho: 1, AnchorFraction: cfg.Anchors.Fraction, LastAnchors: []int{}}
-	run, err := a.Store.Run(ctx, req.RunID)
-	if err != nil {
-		return ResumeRunResponse{}, err
-	}
-	if run.AnchorFraction != nil {
-		resp.AnchorFraction = *run.AnchorFraction
-	}
 	cp, err := a.Store.Checkpoint(ctx, req.RunID, last+1)
 	if err != nil {
 		return ResumeRunResponse{}, fmt.Errorf("checkpoint %d: %w", last+1, err)
@@ -134,6 +127,9 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		resp.Tracker.Add(m.Groups, m.AnchorGroups)
 		if s.Step == last {
 			resp.LastMetrics = m
+			if f, ok := s.Metrics["anchor_fraction"]; ok && cfg.Mode.Pieces().Anchors {
+				resp.AnchorFraction = f
+			}
 		}
 	}
 	ts, err := a.Store.StepTrajectories(ctx, req.RunID, last)

@@ -15,8 +15,9 @@ import (
 
 // seedRun records run id with steps 0 and 1 completed (anchor groups {0}
 // then {1, 2} of 3), checkpoints 0..2, the fusion state of step 1 and a
-// held-out evaluation of checkpoint 2.
-func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config) {
+// held-out evaluation of checkpoint 2. A fraction >= 0 is recorded as the
+// anchor fraction the steps used.
+func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config, fraction float64) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := a.CreateRun(ctx, CreateRunRequest{RunID: id, Config: cfg}); err != nil {
@@ -36,8 +37,11 @@ func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config) {
 		if err := a.Store.SetAnchors(ctx, id, step, groups); err != nil {
 			t.Fatal(err)
 		}
-		m := StepMetrics{Groups: 3, Samples: 2, AnchorGroups: len(groups), Rho: 0.5}
-		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, m.Map()); err != nil {
+		m := StepMetrics{Groups: 3, Samples: 2, AnchorGroups: len(groups), Rho: 0.5}.Map()
+		if fraction >= 0 {
+			m["anchor_fraction"] = fraction
+		}
+		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
 			t.Fatal(err)
 		}
 		c := store.Checkpoint{Run: id, Version: step + 1, Hash: "hash-" + string(rune('1'+step)), Location: "/nowhere"}
@@ -57,16 +61,13 @@ func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config) {
 }
 
 // ResumeRun rebuilds the whole state a resumed run starts from, including
-// the anchor fraction the old run had when set-anchor-fraction changed it.
+// the anchor fraction the old run's last step used (set-anchor-fraction's).
 func TestResumeRunState(t *testing.T) {
 	a, _ := newTestActivities(t)
 	ctx := t.Context()
 	cfg := tinyConfig(t)
 	cfg.Steps = 5
-	seedRun(t, a, "old", cfg)
-	if err := a.RecordAnchorFraction(ctx, RecordAnchorFractionRequest{RunID: "old", Fraction: 0.25}); err != nil {
-		t.Fatal(err)
-	}
+	seedRun(t, a, "old", cfg, 0.25)
 	req := ResumeRunRequest{RunID: "new", From: "old", Config: cfg}
 	got, err := a.ResumeRun(ctx, req)
 	if err != nil {
@@ -83,13 +84,12 @@ func TestResumeRunState(t *testing.T) {
 		t.Errorf("ResumeRun again = %+v, %v; want %+v", again, err, got)
 	}
 	r, err := a.Store.Run(ctx, "new")
-	if err != nil || r.State != store.RunRunning || r.ResumedFrom != "old" || r.ResumedStep != 1 ||
-		r.AnchorFraction == nil || *r.AnchorFraction != 0.25 {
+	if err != nil || r.State != store.RunRunning || r.ResumedFrom != "old" || r.ResumedStep != 1 {
 		t.Errorf("resumed run recorded as %+v, %v", r, err)
 	}
 
-	// Without a recorded change the fraction is the configuration's.
-	seedRun(t, a, "plain", cfg)
+	// Steps that did not record their fraction: the configuration's.
+	seedRun(t, a, "plain", cfg, -1)
 	got, err = a.ResumeRun(ctx, ResumeRunRequest{RunID: "plain-2", From: "plain", Config: cfg})
 	if err != nil || got.AnchorFraction != cfg.Anchors.Fraction {
 		t.Errorf("fraction of a resumed run without a change: %v, %v; want %v", got.AnchorFraction, err, cfg.Anchors.Fraction)

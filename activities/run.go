@@ -212,34 +212,3 @@ func (m StepMetrics) Map() map[string]float64 {
 		"cpu_seconds": m.CPUSeconds, "wall_seconds": m.WallSeconds,
 	}
 }
-
-// RecordAnchorFractionRequest records a run's new anchor fraction.
-type RecordAnchorFractionRequest struct {
-	RunID    string  `json:"run_id"`
-	Fraction float64 `json:"fraction"`
-}
-
-// Validate checks the request.
-func (r RecordAnchorFractionRequest) Validate() error {
-	if err := checkRun(r.RunID); err != nil {
-		return err
-	}
-	if !(r.Fraction >= 0 && r.Fraction <= 1) {
-		return fmt.Errorf("anchor fraction %v: want a fraction in [0,1]", r.Fraction)
-	}
-	return nil
-}
-
-// RecordAnchorFraction records the anchor fraction set-anchor-fraction
-// gave a run, so that ResumeRun carries it to a run resumed from this one
-// (and wmrl status shows it once the run has ended).
-func (a *Activities) RecordAnchorFraction(ctx context.Context, req RecordAnchorFractionRequest) error {
-	if err := req.Validate(); err != nil {
-		return invalid(err)
-	}
-	err := a.Store.SetAnchorFraction(ctx, req.RunID, req.Fraction)
-	if errors.Is(err, store.ErrNotFound) {
-		return invalid(err)
-	}
-	return err
-}

@@ -1,10 +1,5 @@
--- Run control recorded in Postgres, so that wmrl resume-from and wmrl
--- terminate work from the database alone.
-
--- The run's current anchor fraction when set-anchor-fraction changed it
--- (NULL: the configuration's). A run resumed from another starts with it.
-ALTER TABLE runs ADD COLUMN anchor_fraction double precision
-    CHECK (anchor_fraction >= 0 AND anchor_fraction <= 1);
+-- wmrl schema, version 2: run control recorded in Postgres (wmrl terminate)
+-- and the identity of the deployment's database.
 
 -- Why and when a run was terminated (wmrl terminate); the run's state is
 -- then 'terminated'. One row per run: a second terminate keeps the first.

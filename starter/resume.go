@@ -29,8 +29,8 @@ run's workflow first copies RUN's history up to step s in Postgres (steps,
 trajectories, anchor pairs, calibration maps, fusion states, checkpoints,
 evaluations; one transaction, recorded with resumed_from RUN and resumed_step
 s), then runs from step s+1 with checkpoint s+1, the denoiser state and anchor
-tracker of step s, and RUN's anchor fraction: the one set-anchor-fraction last
-gave it when the run recorded it, else the configuration's. If the start
+tracker of step s, and the anchor fraction RUN's step s used (the last
+set-anchor-fraction's, else the configuration's). If the start
 fails, nothing is left behind. A run that is still running is refused: stop it
 or end it with wmrl terminate first.
 
@@ -55,14 +55,6 @@ type resumePlan struct {
 	old  store.Run
 	last int // last completed step of old
 	cfg  runconfig.Config
-}
-
-// fraction is the anchor fraction the new run is expected to start with.
-func (p resumePlan) fraction() float64 {
-	if p.old.AnchorFraction != nil {
-		return *p.old.AnchorFraction
-	}
-	return p.cfg.Anchors.Fraction
 }
 
 func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet bool) error {
@@ -90,7 +82,8 @@ func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet b
 			p.cfg.Name, p.old.ID, p.last, p.last+1, p.cfg.Steps-1)
 		fmt.Fprintf(out, "ui: %s\n", o.runURL(p.cfg.Name))
 	}
-	initial := initialStatus(p.cfg, p.last+1, p.fraction())
+	// Until the run answers; its first activity rebuilds the state.
+	initial := initialStatus(p.cfg, p.last+1, p.cfg.Anchors.Fraction)
 	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initial, o.detach, o.poll)
 }
 

@@ -203,9 +203,6 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 	}
 	s := &rep.Status
 	s.Run, s.Name, s.Mode, s.Steps, s.AnchorFraction = r.ID, r.Name, r.Mode, r.Steps, cfg.Anchors.Fraction
-	if r.AnchorFraction != nil {
-		s.AnchorFraction = *r.AnchorFraction
-	}
 	s.State = runState(r.State, wf)
 	steps, err := st.Steps(ctx, run)
 	if err != nil {

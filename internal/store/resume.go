@@ -12,8 +12,7 @@ import (
 // r.ResumedFrom, as a copy of that run's history up to that step: its steps,
 // trajectories, anchor pairs, calibration maps and fusion states of steps
 // 0..ResumedStep, its evaluations and checkpoints up to version
-// ResumedStep+1 (the same weight files) and its current anchor fraction
-// (when set-anchor-fraction changed it), all in one transaction with the
+// ResumedStep+1 (the same weight files), all in one transaction with the
 // new run's row: a resume that fails leaves no run behind. The new
 // run then fits its calibration window and continues its checkpoint
 // versions exactly as the old one would have. Step ResumedStep of the old
@@ -70,10 +69,6 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			if _, err := tx.Exec(ctx, c.sql, from, r.ID, upTo); err != nil {
 				return fmt.Errorf("copy %s: %w", c.table, err)
 			}
-		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET anchor_fraction = (SELECT anchor_fraction FROM runs WHERE id = $1)
-			WHERE id = $2 AND anchor_fraction IS NULL`, from, r.ID); err != nil {
-			return fmt.Errorf("copy anchor fraction: %w", err)
 		}
 		var v int
 		err := tx.QueryRow(ctx, `SELECT version FROM checkpoints WHERE run_id = $1 AND version = $2`, r.ID, upTo+1).Scan(&v)

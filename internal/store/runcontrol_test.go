@@ -64,29 +64,6 @@ func TestTerminateRun(t *testing.T) {
 	}
 }
 
-func TestSetAnchorFraction(t *testing.T) {
-	s := sharedStore(t)
-	ctx := t.Context()
-	r := newRun(t, s)
-	if back, err := s.Run(ctx, r.ID); err != nil || back.AnchorFraction != nil {
-		t.Fatalf("new run's anchor fraction %v, %v; want nil (the config's)", back.AnchorFraction, err)
-	}
-	for _, f := range []float64{0.25, 0} {
-		if err := s.SetAnchorFraction(ctx, r.ID, f); err != nil {
-			t.Fatal(err)
-		}
-		if back, err := s.Run(ctx, r.ID); err != nil || back.AnchorFraction == nil || *back.AnchorFraction != f {
-			t.Errorf("anchor fraction after setting %v: %v, %v", f, back.AnchorFraction, err)
-		}
-	}
-	if err := s.SetAnchorFraction(ctx, r.ID, 1.5); err == nil {
-		t.Error("fraction 1.5 accepted")
-	}
-	if err := s.SetAnchorFraction(ctx, "no-such-run", 0.5); !errors.Is(err, ErrNotFound) {
-		t.Errorf("unknown run: %v, want ErrNotFound", err)
-	}
-}
-
 func TestDeployment(t *testing.T) {
 	ctx := t.Context()
 	shared := sharedStore(t)

@@ -48,10 +48,6 @@ type Run struct {
 	// this run was started from ("" when it was started fresh).
 	ResumedFrom string `json:"resumed_from,omitempty"`
 	ResumedStep int    `json:"resumed_step,omitempty"`
-	// AnchorFraction is the run's current anchor fraction when
-	// set-anchor-fraction changed it (SetAnchorFraction), nil when it is
-	// the configuration's.
-	AnchorFraction *float64 `json:"anchor_fraction,omitempty"`
 	// Termination is set when the run was terminated (TerminateRun).
 	Termination *Termination `json:"termination,omitempty"`
 	CreatedAt   time.Time    `json:"created_at"`
@@ -138,7 +134,7 @@ func (s *Store) SetRunState(ctx context.Context, id string, state RunState) erro
 const (
 	runsFrom   = `runs LEFT JOIN run_terminations t ON t.run_id = runs.id`
 	runColumns = `id, name, mode, config, seed, steps, state, coalesce(resumed_from, ''), coalesce(resumed_step, 0),
-		anchor_fraction, t.reason, t.terminated_at, created_at, updated_at`
+		t.reason, t.terminated_at, created_at, updated_at`
 )
 
 func scanRun(row pgx.CollectableRow) (Run, error) {
@@ -149,7 +145,7 @@ func scanRun(row pgx.CollectableRow) (Run, error) {
 	var reason *string
 	var at *time.Time
 	err := row.Scan(&r.ID, &r.Name, &m, &config, &seed, &r.Steps, &state, &r.ResumedFrom, &r.ResumedStep,
-		&r.AnchorFraction, &reason, &at, &r.CreatedAt, &r.UpdatedAt)
+		&reason, &at, &r.CreatedAt, &r.UpdatedAt)
 	r.Mode, r.State, r.Seed, r.Config = mode.Mode(m), RunState(state), uint64(seed), json.RawMessage(config)
 	if reason != nil && at != nil {
 		r.Termination = &Termination{Reason: *reason, At: *at}
@@ -188,22 +184,6 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return rs, nil
-}
-
-// SetAnchorFraction records the run's current anchor fraction, as changed
-// by set-anchor-fraction.
-func (s *Store) SetAnchorFraction(ctx context.Context, id string, f float64) error {
-	if !(f >= 0 && f <= 1) {
-		return fmt.Errorf("set anchor fraction of %s: want a fraction in [0,1], got %v", id, f)
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET anchor_fraction = $2 WHERE id = $1`, id, f)
-	if err != nil {
-		return fmt.Errorf("set anchor fraction of %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set anchor fraction of %s: %w", id, ErrNotFound)
-	}
-	return nil
 }
 
 // TerminateRun records that run id was terminated, and why: its state
