@@ -157,7 +157,7 @@ func StepMetricsFromMap(v map[string]float64) StepMetrics {
 	i := func(k string) int { return int(v[k]) }
 	return StepMetrics{
 		Groups: i("groups"), Samples: i("samples"), AnchorGroups: i("anchor_groups"), Trajectories: i("trajectories"),
-		Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
+		AnchorFraction: v["anchor_fraction"], Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
 		MeanReward: v["mean_reward"], MeanEnv: v["mean_env"], MeanWM: v["mean_wm"],
 		Rho: v["rho"], AnchorShare: v["anchor_share"], SkippedGroups: i("skipped_groups"),
 		CalibrationPairs: i("calibration_pairs"), BiasBefore: v["bias_before"], BiasAfter: v["bias_after"],

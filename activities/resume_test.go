@@ -40,6 +40,8 @@ func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config, fract
 		m := StepMetrics{Groups: 3, Samples: 2, AnchorGroups: len(groups), Rho: 0.5}.Map()
 		if fraction >= 0 {
 			m["anchor_fraction"] = fraction
+		} else {
+			delete(m, "anchor_fraction") // a step recorded before steps kept it
 		}
 		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
 			t.Fatal(err)
@@ -75,7 +77,7 @@ func TestResumeRunState(t *testing.T) {
 	}
 	if got.Step != 2 || got.Checkpoint != (CheckpointRef{Version: 2, Hash: "hash-2"}) || got.Rho != 0.5 ||
 		got.Tracker.Groups != 6 || got.Tracker.Anchors != 3 || !reflect.DeepEqual(got.LastAnchors, []int{1, 2}) ||
-		got.LastMetrics.AnchorGroups != 2 || got.AnchorFraction != 0.25 ||
+		got.LastMetrics.AnchorGroups != 2 || got.LastMetrics.AnchorFraction != 0.25 || got.AnchorFraction != 0.25 ||
 		got.HeldOut == nil || got.HeldOut.Score != 0.75 || got.HeldOut.Tasks != 1 {
 		t.Errorf("ResumeRun = %+v (held out %+v)", got, got.HeldOut)
 	}
