@@ -44,11 +44,18 @@ type Activities struct {
 	Suites     Suites
 	WorldModel WorldModel
 	Sandbox    sandbox.Sandbox
-	// DataDir holds checkpoints and fused batches, under runs/<run id>/.
-	// Workers serving the control (CreateRun writes checkpoint 0, Fuse the
-	// batch), rollout, gpu and sandbox queues on different machines must
-	// share it (a network file system or a synced volume).
+	// DataDir holds checkpoints and fused batches, under
+	// runs/<RunsKey>/<run id>/. Workers serving the control (CreateRun
+	// writes checkpoint 0, Fuse the batch), rollout, gpu and sandbox queues
+	// on different machines must share it (a network file system or a
+	// synced volume).
 	DataDir string
+	// RunsKey keeps the deployment's runs apart from those of other
+	// deployments sharing DataDir (deployenv.RunsKey); "" puts them
+	// directly under runs/, as before deployments were keyed. Checkpoints
+	// are found through their Location in Postgres, so runs whose files
+	// were written under another key keep working.
+	RunsKey string
 	Logger  *zap.Logger
 
 	mu       sync.Mutex
@@ -111,7 +118,7 @@ func heartbeat(ctx context.Context, details ...any) {
 }
 
 func (a *Activities) runDir(run string) string {
-	return filepath.Join(a.DataDir, "runs", run)
+	return filepath.Join(a.DataDir, "runs", a.RunsKey, run)
 }
 
 func (a *Activities) checkpointDir(run string) string {
@@ -188,12 +195,25 @@ func (a *Activities) loadPolicy(ctx context.Context, run string, ref CheckpointR
 		}
 	}
 	a.mu.Unlock()
+	// A checkpoint file is written once, atomically (a synced temporary
+	// file renamed into place), before its hash is recorded, and nothing
+	// rewrites a recorded version: a reader sees the whole file or none of
+	// it. A file that does not decode, or decodes to another hash, was
+	// damaged or overwritten afterwards (by another deployment sharing the
+	// data directory, say); retrying cannot repair it, so the step fails
+	// instead of retrying for ever. A missing file stays retryable: a
+	// shared volume may not be mounted yet.
 	p, err := policy.Load(c.Location, policy.ProgramGrammar{})
+	if errors.Is(err, policy.ErrCorrupt) {
+		return nil, invalid(fmt.Errorf("checkpoint %d of run %s is unusable (%w): the run cannot go on from it", ref.Version, run, err))
+	}
 	if err != nil {
 		return nil, err
 	}
 	if h := p.Hash(); h != c.Hash {
-		return nil, fmt.Errorf("checkpoint file %s has hash %s, recorded %s", c.Location, h, c.Hash)
+		return nil, invalid(fmt.Errorf("checkpoint %d of run %s: file %s has hash %s, Postgres records %s: "+
+			"the file was overwritten (by another run or deployment sharing the data directory?) and the run cannot go on from it",
+			ref.Version, run, c.Location, h, c.Hash))
 	}
 	a.mu.Lock()
 	a.policies = append(a.policies, cachedPolicy{path: c.Location, hash: c.Hash, p: p})

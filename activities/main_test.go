@@ -3,6 +3,7 @@ package activities
 import (
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
@@ -20,5 +21,6 @@ func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
 		t.Fatal(err)
 	}
 	sb := &testenv.InProcess{}
-	return &Activities{Store: s, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: t.TempDir()}, sb
+	return &Activities{Store: s, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: t.TempDir(),
+		RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}, sb
 }

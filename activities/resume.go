@@ -44,26 +44,33 @@ type ResumeRunResponse struct {
 	Rho         float64             `json:"rho"`
 	Tracker     anchors.Tracker     `json:"tracker"`
 	Calibration *CalibrationSummary `json:"calibration,omitempty"`
-	// LastMetrics are the metrics of step Step-1.
+	// LastMetrics are the metrics of step Step-1 and LastAnchors its anchor
+	// groups (ascending; empty in modes without anchors).
 	LastMetrics StepMetrics `json:"last_metrics"`
+	LastAnchors []int       `json:"last_anchors"`
+	// AnchorFraction is the anchor fraction step Step-1 used (recorded in
+	// its metrics; the last set-anchor-fraction's or the configuration's),
+	// the configuration's when the step did not record it.
+	AnchorFraction float64 `json:"anchor_fraction"`
+	// HeldOut is the held-out score of checkpoint Step when the old run
+	// evaluated it, nil otherwise.
+	HeldOut *store.HeldOut `json:"held_out,omitempty"`
 }
 
 // ResumeRun copies run From's history up to its last completed step s into
 // run RunID (store.ResumeRun: steps, trajectories, anchor pairs, maps and
 // fusion states of steps 0..s, checkpoints and evaluations of versions
-// 0..s+1) and returns the state to continue from, step s+1: checkpoint s+1,
-// the denoiser state and ρ of step s, the anchor tracker of steps 0..s, the
-// metrics of step s and the latest calibration summary. Calling it again is
-// a no-op that returns the same state.
+// 0..s+1, and the new run's row, in one transaction) and returns the state
+// to continue from, step s+1: checkpoint s+1, the denoiser state and ρ of
+// step s, the anchor tracker of steps 0..s, the metrics and anchor groups
+// of step s, the anchor fraction it used, the latest calibration summary
+// and the held-out score of checkpoint s+1. With the same seed and
+// configuration the resumed run continues exactly as the old one would
+// have. Calling it again is a no-op that returns the same state.
 //
-// TrainingRun calls it when started with RunInput.ResumeFrom. `wmrl
-// resume-from` does not: the starter copies the history itself
-// (store.ResumeRun) and starts TrainingRun with the state, to which it also
-// restores the anchor fraction the old workflow reports and the last
-// held-out score. On this path the anchor fraction is the configuration's,
-// so a fraction changed by set-anchor-fraction is not carried over; with the
-// same seed, configuration and anchor fraction the resumed run continues
-// exactly as the old one would have.
+// TrainingRun calls it when started with RunInput.ResumeFrom; it is the
+// only writer of a resumed run's first state: `wmrl resume-from` only
+// checks and starts the workflow.
 func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ResumeRunResponse{}, invalid(err)
@@ -88,7 +95,7 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	if err != nil {
 		return ResumeRunResponse{}, err
 	}
-	resp := ResumeRunResponse{Step: last + 1, Rho: 1}
+	resp := ResumeRunResponse{Step: last + 1, Rho: 1, AnchorFraction: cfg.Anchors.Fraction, LastAnchors: []int{}}
 	cp, err := a.Store.Checkpoint(ctx, req.RunID, last+1)
 	if err != nil {
 		return ResumeRunResponse{}, fmt.Errorf("checkpoint %d: %w", last+1, err)
@@ -120,7 +127,26 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		resp.Tracker.Add(m.Groups, m.AnchorGroups)
 		if s.Step == last {
 			resp.LastMetrics = m
+			if f, ok := s.Metrics["anchor_fraction"]; ok && cfg.Mode.Pieces().Anchors {
+				resp.AnchorFraction = f
+			}
 		}
+	}
+	ts, err := a.Store.StepTrajectories(ctx, req.RunID, last)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	for _, t := range ts { // in (group, sample) order
+		if t.Anchor && (len(resp.LastAnchors) == 0 || resp.LastAnchors[len(resp.LastAnchors)-1] != t.Group) {
+			resp.LastAnchors = append(resp.LastAnchors, t.Group)
+		}
+	}
+	h, err := a.Store.HeldOutScore(ctx, req.RunID, last+1)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if h.Tasks > 0 {
+		resp.HeldOut = &h
 	}
 	return resp, nil
 }
@@ -131,7 +157,7 @@ func StepMetricsFromMap(v map[string]float64) StepMetrics {
 	i := func(k string) int { return int(v[k]) }
 	return StepMetrics{
 		Groups: i("groups"), Samples: i("samples"), AnchorGroups: i("anchor_groups"), Trajectories: i("trajectories"),
-		Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
+		AnchorFraction: v["anchor_fraction"], Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
 		MeanReward: v["mean_reward"], MeanEnv: v["mean_env"], MeanWM: v["mean_wm"],
 		Rho: v["rho"], AnchorShare: v["anchor_share"], SkippedGroups: i("skipped_groups"),
 		CalibrationPairs: i("calibration_pairs"), BiasBefore: v["bias_before"], BiasAfter: v["bias_after"],

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/store"
 )
 
 // listedRun is one run of wmrl list.
@@ -26,6 +27,8 @@ type listedRun struct {
 	Steps       int       `json:"steps"`
 	ResumedFrom string    `json:"resumed_from,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Termination is why and when wmrl terminate ended the run.
+	Termination *store.Termination `json:"termination,omitempty"`
 }
 
 // listReport is wmrl list --json.
@@ -47,8 +50,10 @@ completed steps of planned steps, and the state of the run's workflow in
 Temporal (running, completed, failed, terminated, ...; "-" when Temporal does
 not know it). When Temporal does not answer, the runs are listed without it.
 
+A run ended by wmrl terminate shows when and why.
+
 --json prints one object: runs [{run, name, mode, state, workflow, step, steps,
-resumed_from, created_at}].`,
+resumed_from, created_at, termination {reason, at}}].`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep, err := listRuns(cmd.Context(), &c, limit, cmd.ErrOrStderr())
@@ -85,7 +90,7 @@ func listRuns(ctx context.Context, c *conn, limit int, stderr io.Writer) (listRe
 	}
 	for _, r := range runs {
 		lr := listedRun{Run: r.ID, Name: r.Name, Mode: r.Mode, State: string(r.State), Steps: r.Steps,
-			ResumedFrom: r.ResumedFrom, CreatedAt: r.CreatedAt}
+			ResumedFrom: r.ResumedFrom, CreatedAt: r.CreatedAt, Termination: r.Termination}
 		if last, ok, err := st.LastCompletedStep(ctx, r.ID); err != nil {
 			return rep, err
 		} else if ok {
@@ -105,17 +110,20 @@ func listRuns(ctx context.Context, c *conn, limit int, stderr io.Writer) (listRe
 
 func printList(w io.Writer, rep listReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tMODE\tSTATE\tWORKFLOW\tSTEP\tCREATED\tRESUMED FROM")
+	fmt.Fprintln(tw, "RUN\tMODE\tSTATE\tWORKFLOW\tSTEP\tCREATED\tRESUMED FROM\tTERMINATED")
 	for _, r := range rep.Runs {
-		wf, from := r.Workflow, r.ResumedFrom
+		wf, from, term := r.Workflow, r.ResumedFrom, "-"
 		if wf == "" {
 			wf = "-"
 		}
 		if from == "" {
 			from = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.Run, r.Mode, r.State, wf, r.Step, r.Steps,
-			r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), from)
+		if t := r.Termination; t != nil {
+			term = t.At.UTC().Format("2006-01-02 15:04:05") + ": " + t.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Run, r.Mode, r.State, wf, r.Step, r.Steps,
+			r.CreatedAt.UTC().Format("2006-01-02 15:04:05"), from, term)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

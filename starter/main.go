@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newSetAnchorFractionCmd())
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newResumeFromCmd())
+	root.AddCommand(newTerminateCmd())
 	root.AddCommand(newBenchCmd())
 	return root
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/migrations"
 )
@@ -21,12 +21,7 @@ type migrateReport struct {
 
 // databaseURL is the --database-url default: $WMRL_DATABASE_URL, else the
 // local stack's database.
-func databaseURL() string {
-	if u := os.Getenv("WMRL_DATABASE_URL"); u != "" {
-		return u
-	}
-	return store.DefaultDSN
-}
+func databaseURL() string { return deployenv.Read().DatabaseURL }
 
 func newMigrateCmd() *cobra.Command {
 	var (

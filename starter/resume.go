@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/wmrl/wmrl/activities"
-	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
@@ -26,15 +22,17 @@ func newResumeFromCmd() *cobra.Command {
 		Use:   "resume-from RUN [--name NEW] [--detach] [--json]",
 		Short: "Start a new run from the last completed step of a terminated or failed run",
 		Long: `resume-from starts a new execution of a run that ended before its last step
-(terminated, failed, timed out, or stopped), from its last completed step s: the
-new run NEW (default "RUN-resume-<s+1>") gets a copy of RUN's history up to step
-s in Postgres (steps, trajectories, anchor pairs, calibration maps, fusion
-states, checkpoints, evaluations), is recorded with resumed_from RUN and
-resumed_step s, and its workflow starts at step s+1 with checkpoint s+1, the
-denoiser state and anchor tracker of step s, and the anchor fraction RUN had
-(when its workflow still answers queries; else the configuration's). The
-configuration is RUN's. A run that is still running is refused: stop or
-terminate it first.
+(terminated, failed, timed out, or stopped), from its last completed step s.
+It checks that RUN can be resumed and starts the new run NEW (default
+"RUN-resume-<s+1>") with RUN's configuration; it writes nothing itself. The new
+run's workflow first copies RUN's history up to step s in Postgres (steps,
+trajectories, anchor pairs, calibration maps, fusion states, checkpoints,
+evaluations; one transaction, recorded with resumed_from RUN and resumed_step
+s), then runs from step s+1 with checkpoint s+1, the denoiser state and anchor
+tracker of step s, and the anchor fraction RUN's step s used (the last
+set-anchor-fraction's, else the configuration's). If the start
+fails, nothing is left behind. A run that is still running is refused: stop it
+or end it with wmrl terminate first.
 
 Then resume-from follows the new run as wmrl run does (Ctrl-C detaches;
 --detach returns at once); --json prints the same object as wmrl run --json.`,
@@ -50,13 +48,13 @@ Then resume-from follows the new run as wmrl run does (Ctrl-C detaches;
 	return cmd
 }
 
-// resumePlan is what resume-from starts: the new run's configuration and
-// the state its workflow starts from.
+// resumePlan is what resume-from starts: the new run's configuration,
+// from the old run's last completed step. The state the new run starts
+// from is rebuilt by its workflow (the ResumeRun activity), not here.
 type resumePlan struct {
-	old   store.Run
-	last  int // last completed step of old
-	cfg   runconfig.Config
-	state workflows.RunState
+	old  store.Run
+	last int // last completed step of old
+	cfg  runconfig.Config
 }
 
 func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet bool) error {
@@ -74,142 +72,76 @@ func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet b
 	if !nameSet {
 		name = ""
 	}
-	p, wf, err := planResume(ctx, tc, st, oldID, name)
-	if err != nil {
-		return err
-	}
-	if err := checkName(ctx, tc, st, p.cfg.Name); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(p.cfg)
-	if err != nil {
-		return fmt.Errorf("encode config: %w", err)
-	}
-	// The old run's row still says running when its workflow was
-	// terminated or failed; record how it ended.
-	if ended := endedState(wf); ended != "" && (p.old.State == store.RunRunning || p.old.State == store.RunPaused || p.old.State == store.RunStopping) {
-		if err := st.SetRunState(ctx, p.old.ID, ended); err != nil {
-			return err
-		}
-	}
-	err = st.ResumeRun(ctx, store.Run{ID: p.cfg.Name, Name: p.cfg.Name, Mode: p.cfg.Mode, Config: raw, Seed: p.cfg.Seed,
-		Steps: p.cfg.Steps, State: store.RunRunning, ResumedFrom: p.old.ID, ResumedStep: p.last})
-	if err != nil {
-		return err
-	}
-	we, err := startRun(ctx, tc, workflows.RunInput{RunID: p.cfg.Name, Config: p.cfg, State: &p.state})
+	p, we, err := startResume(ctx, tc, st, oldID, name)
 	if err != nil {
 		return err
 	}
 	if !o.asJSON {
 		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "started run %s from run %s after step %d: steps %d..%d, checkpoint %d, rho %.4f, anchor fraction %.4g\n",
-			p.cfg.Name, p.old.ID, p.last, p.last+1, p.cfg.Steps-1, p.state.Checkpoint.Version, p.state.Rho, p.state.AnchorFraction)
+		fmt.Fprintf(out, "started run %s from run %s after step %d: steps %d..%d\n",
+			p.cfg.Name, p.old.ID, p.last, p.last+1, p.cfg.Steps-1)
 		fmt.Fprintf(out, "ui: %s\n", o.runURL(p.cfg.Name))
 	}
-	initial := initialStatus(p.cfg, p.last+1, p.state.AnchorFraction)
-	initial.Rho, initial.Checkpoint = p.state.Rho, p.state.Checkpoint
+	// Until the run answers; its first activity rebuilds the state.
+	initial := initialStatus(p.cfg, p.last+1, p.cfg.Anchors.Fraction)
 	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initial, o.detach, o.poll)
 }
 
-// endedState is the Postgres state of a workflow that ended without
-// completing, "" otherwise.
-func endedState(wf string) store.RunState {
-	switch wf {
-	case wfTerminated, wfCanceled:
-		return store.RunTerminated
-	case wfFailed, wfTimedOut:
-		return store.RunFailed
+// startResume checks that run oldID can be resumed as run name and starts
+// the new run's workflow with ResumeFrom set. It writes nothing: the
+// workflow's ResumeRun activity creates the new run in Postgres.
+func startResume(ctx context.Context, tc client.Client, st *store.Store, oldID, name string) (resumePlan, client.WorkflowRun, error) {
+	p, err := planResume(ctx, tc, st, oldID, name)
+	if err != nil {
+		return p, nil, err
 	}
-	return ""
+	if err := checkName(ctx, tc, st, p.cfg.Name); err != nil {
+		return p, nil, err
+	}
+	we, err := startRun(ctx, tc, workflows.RunInput{RunID: p.cfg.Name, Config: p.cfg, ResumeFrom: p.old.ID})
+	return p, we, err
 }
 
-// planResume checks that a run can be resumed and gathers the state its
-// successor starts from; it also returns the old workflow's state.
-func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, name string) (resumePlan, string, error) {
+// planResume checks, reading Postgres and Temporal only, that run oldID
+// can be resumed as run name ("" for the default name).
+func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, name string) (resumePlan, error) {
 	var p resumePlan
 	old, err := findRun(ctx, st, oldID)
 	if err != nil {
-		return p, "", err
+		return p, err
 	}
 	p.old = old
 	wf, err := temporalState(ctx, tc, oldID)
 	if err != nil {
-		return p, "", err
+		return p, err
 	}
 	if wf == wfRunning {
-		return p, wf, fmt.Errorf("run %s is still running: stop it (wmrl stop %s) or terminate it before resuming it", oldID, oldID)
+		return p, fmt.Errorf("run %s is still running: stop it (wmrl stop %s) or end it (wmrl terminate %s --reason ...) before resuming it",
+			oldID, oldID, oldID)
 	}
 	last, ok, err := st.LastCompletedStep(ctx, oldID)
 	if err != nil {
-		return p, wf, err
+		return p, err
 	}
 	if !ok {
-		return p, wf, fmt.Errorf("run %s has no completed step to resume from: start it again with wmrl run", oldID)
+		return p, fmt.Errorf("run %s has no completed step to resume from: start it again with wmrl run", oldID)
 	}
 	if last+1 >= old.Steps {
-		return p, wf, fmt.Errorf("run %s completed all its %d steps: nothing to resume", oldID, old.Steps)
+		return p, fmt.Errorf("run %s completed all its %d steps: nothing to resume", oldID, old.Steps)
+	}
+	if _, err := st.Checkpoint(ctx, oldID, last+1); err != nil {
+		return p, fmt.Errorf("run %s cannot be resumed after step %d: %w", oldID, last, err)
 	}
 	p.last = last
 	if p.cfg, err = runConfig(old); err != nil {
-		return p, wf, err
+		return p, err
 	}
 	if name == "" {
 		name = fmt.Sprintf("%s-resume-%d", oldID, last+1)
 	}
 	p.cfg.Name = name
 	if ps := p.cfg.Problems(); len(ps) > 0 {
-		return p, wf, &configError{source: "run " + oldID + " as " + name, problems: ps}
+		return p, &configError{source: "run " + oldID + " as " + name, problems: ps}
 	}
-
-	s := &p.state
-	s.Step, s.Rho, s.AnchorFraction = last+1, 1, p.cfg.Anchors.Fraction
-	ck, err := st.Checkpoint(ctx, oldID, last+1)
-	if err != nil {
-		return p, wf, err
-	}
-	s.Checkpoint = activities.CheckpointRef{Version: ck.Version, Hash: ck.Hash}
-	if f, err := st.FusionState(ctx, oldID, last); err == nil {
-		s.Denoise, s.Rho = f.State, f.Rho
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return p, wf, err
-	}
-	steps, err := st.Steps(ctx, oldID)
-	if err != nil {
-		return p, wf, err
-	}
-	var tr anchors.Tracker
-	for _, x := range steps {
-		if x.Step > last || x.Status != store.StepCompleted {
-			continue
-		}
-		tr.Groups += int(x.Metrics["groups"])
-		tr.Anchors += int(x.Metrics["anchor_groups"])
-		if x.Step == last {
-			sum, err := stepSummary(ctx, st, oldID, last, x.Metrics)
-			if err != nil {
-				return p, wf, err
-			}
-			s.Last = &sum
-		}
-	}
-	s.Tracker = tr
-	if cal, err := st.LatestCalibration(ctx, oldID, last); err == nil {
-		s.Calibration = calibrationSummary(cal)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return p, wf, err
-	}
-	if h, err := st.HeldOutScore(ctx, oldID, last+1); err == nil && h.Tasks > 0 {
-		s.HeldOut = &workflows.HeldOut{Version: last + 1, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
-	}
-	// The anchor fraction may have been changed by set-anchor-fraction; a
-	// closed workflow answers queries while a worker can replay it.
-	if wf != "" {
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if old, err := queryStatus(qctx, tc, oldID); err == nil {
-			s.AnchorFraction = old.AnchorFraction
-		}
-		cancel()
-	}
-	return p, wf, nil
+	return p, nil
 }

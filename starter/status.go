@@ -38,9 +38,11 @@ type statusReport struct {
 	ResumedFrom string               `json:"resumed_from,omitempty"`
 	ResumedStep *int                 `json:"resumed_step,omitempty"`
 	Result      *workflows.RunResult `json:"result,omitempty"`
-	Cost        *store.Cost          `json:"cost,omitempty"`
-	URL         string               `json:"url"`
-	Note        string               `json:"note,omitempty"`
+	// Termination is why and when wmrl terminate ended the run.
+	Termination *store.Termination `json:"termination,omitempty"`
+	Cost        *store.Cost        `json:"cost,omitempty"`
+	URL         string             `json:"url"`
+	Note        string             `json:"note,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -195,7 +197,7 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 	if err != nil {
 		return statusReport{}, err
 	}
-	rep := statusReport{Workflow: wf, Source: sourcePostgres, ResumedFrom: r.ResumedFrom}
+	rep := statusReport{Workflow: wf, Source: sourcePostgres, ResumedFrom: r.ResumedFrom, Termination: r.Termination}
 	if r.ResumedFrom != "" {
 		rep.ResumedStep = &r.ResumedStep
 	}
@@ -316,6 +318,9 @@ func printStatus(w io.Writer, r statusReport) error {
 	fmt.Fprintf(&b, "state        %s, step %d/%d (workflow %s; from %s)\n", s.State, s.Step, s.Steps, wf, r.Source)
 	if r.ResumedFrom != "" {
 		fmt.Fprintf(&b, "resumed from %s after step %d\n", r.ResumedFrom, *r.ResumedStep)
+	}
+	if t := r.Termination; t != nil {
+		fmt.Fprintf(&b, "terminated   %s: %s\n", t.At.UTC().Format("2006-01-02 15:04:05"), t.Reason)
 	}
 	fmt.Fprintf(&b, "rho          %.4f\n", s.Rho)
 	fmt.Fprintf(&b, "anchors      fraction %.4g (realised %.4g)\n", s.AnchorFraction, s.RealisedAnchorFraction)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -19,15 +18,17 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
-// Defaults of the connection flags, overridden by the environment.
+// Defaults of the connection flags, overridden by the environment
+// (deployenv).
 const (
-	defaultAddress   = "127.0.0.1:7233"
-	defaultNamespace = "default"
-	defaultUIURL     = "http://127.0.0.1:8233"
+	defaultAddress   = deployenv.DefaultAddress
+	defaultNamespace = deployenv.DefaultNamespace
+	defaultUIURL     = deployenv.DefaultUIURL
 )
 
 // conn holds the flags every run command shares: where Temporal, its Web UI
@@ -35,13 +36,6 @@ const (
 type conn struct {
 	address, namespace, uiURL, databaseURL string
 	asJSON                                 bool
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // register adds the connection flags to cmd.
@@ -54,19 +48,20 @@ func (c *conn) register(cmd *cobra.Command) {
 	f.BoolVar(&c.asJSON, "json", false, "print one JSON object")
 }
 
-// resolve fills in the defaults of unset flags.
+// resolve fills in the defaults of unset flags from the environment.
 func (c *conn) resolve() {
+	env := deployenv.Read()
 	if c.address == "" {
-		c.address = envOr("TEMPORAL_ADDRESS", defaultAddress)
+		c.address = env.Address
 	}
 	if c.namespace == "" {
-		c.namespace = envOr("TEMPORAL_NAMESPACE", defaultNamespace)
+		c.namespace = env.Namespace
 	}
 	if c.uiURL == "" {
-		c.uiURL = envOr("WMRL_UI_URL", defaultUIURL)
+		c.uiURL = env.UIURL
 	}
 	if c.databaseURL == "" {
-		c.databaseURL = databaseURL()
+		c.databaseURL = env.DatabaseURL
 	}
 }
 

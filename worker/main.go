@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
@@ -50,33 +51,22 @@ type options struct {
 	debug              bool
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func defaultDataDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "wmrl")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "share", "wmrl")
-	}
-	return "wmrl-data"
-}
-
 func parseFlags(args []string) (options, error) {
 	var o options
+	env := deployenv.Read()
 	fs := flag.NewFlagSet("wmrl-worker", flag.ContinueOnError)
-	fs.StringVar(&o.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend address ($TEMPORAL_ADDRESS)")
-	fs.StringVar(&o.namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace ($TEMPORAL_NAMESPACE)")
-	fs.StringVar(&o.databaseURL, "database-url", envOr("WMRL_DATABASE_URL", store.DefaultDSN), "Postgres DSN ($WMRL_DATABASE_URL)")
-	fs.StringVar(&o.dataDir, "data-dir", envOr("WMRL_DATA_DIR", defaultDataDir()),
-		"directory of checkpoints and fused batches, shared by all workers ($WMRL_DATA_DIR)")
+	fs.StringVar(&o.address, "address", env.Address, "Temporal frontend address ($TEMPORAL_ADDRESS)")
+	fs.StringVar(&o.namespace, "namespace", env.Namespace, "Temporal namespace ($TEMPORAL_NAMESPACE)")
+	fs.StringVar(&o.databaseURL, "database-url", env.DatabaseURL, "Postgres DSN ($WMRL_DATABASE_URL)")
+	fs.StringVar(&o.dataDir, "data-dir", env.DataDir,
+		"directory of checkpoints and fused batches, shared by all workers; each deployment's runs are under "+
+			"runs/<namespace>/<database>-<id> ($WMRL_DATA_DIR)")
 	seedText := fs.String("suite-seed", strconv.FormatUint(suite.DefaultSeed, 10), "suite seed to load at start (others load on first use)")
-	fs.StringVar(&o.sandboxKind, "sandbox", envOr("WMRL_SANDBOX", runconfig.SandboxAuto),
+	sandboxKind := os.Getenv("WMRL_SANDBOX")
+	if sandboxKind == "" {
+		sandboxKind = runconfig.SandboxAuto
+	}
+	fs.StringVar(&o.sandboxKind, "sandbox", sandboxKind,
 		"sandbox for real executions: docker, process or auto (docker when an engine answers) ($WMRL_SANDBOX)")
 	fs.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary, or on the PATH)")
 	fs.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
@@ -168,6 +158,13 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	}
 	defer st.Close()
 	acts.Store = st
+	// The files of this deployment's runs are kept apart from other
+	// deployments' sharing the data directory.
+	dep, err := st.Deployment(ctx)
+	if err != nil {
+		return err
+	}
+	acts.RunsKey = deployenv.RunsKey(o.namespace, dep.Database, dep.ID)
 	acts.Suites = &activities.SuiteCache{Load: suite.Load}
 
 	// Every queue's activities read tasks; the first build of a suite takes
@@ -225,7 +222,7 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 		logger.Info("serving", zap.String("queue", q))
 	}
 	logger.Info("worker ready", zap.String("address", o.address), zap.String("namespace", o.namespace),
-		zap.Strings("queues", o.queues), zap.String("data_dir", o.dataDir))
+		zap.Strings("queues", o.queues), zap.String("data_dir", o.dataDir), zap.String("runs", filepath.Join(o.dataDir, "runs", acts.RunsKey)))
 	<-ctx.Done()
 	logger.Info("stopping")
 	for _, w := range workers {

@@ -79,8 +79,8 @@ func TestMigrateOnce(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "evaluations", "fusion_states",
-		"runs", "schema_migrations", "steps", "trajectories"}
+	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "deployment", "evaluations", "fusion_states",
+		"run_terminations", "runs", "schema_migrations", "steps", "trajectories"}
 	if !slices.Equal(tables, want) {
 		t.Errorf("tables %v, want %v", tables, want)
 	}

@@ -12,7 +12,8 @@ import (
 // r.ResumedFrom, as a copy of that run's history up to that step: its steps,
 // trajectories, anchor pairs, calibration maps and fusion states of steps
 // 0..ResumedStep, its evaluations and checkpoints up to version
-// ResumedStep+1 (the same weight files), all in one transaction. The new
+// ResumedStep+1 (the same weight files), all in one transaction with the
+// new run's row: a resume that fails leaves no run behind. The new
 // run then fits its calibration window and continues its checkpoint
 // versions exactly as the old one would have. Step ResumedStep of the old
 // run must be completed. Calling it again for the same run is a no-op; a
@@ -28,9 +29,6 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 	}
 	if !ok || last < upTo {
 		return fmt.Errorf("resume run %s: step %d of run %s is not completed: %w", r.ID, upTo, from, ErrNotFound)
-	}
-	if err := s.UpsertRun(ctx, r); err != nil {
-		return err
 	}
 	copies := []struct{ table, sql string }{
 		{"steps", `INSERT INTO steps (run_id, step, status, metrics, started_at, finished_at)
@@ -64,6 +62,9 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			ON CONFLICT DO NOTHING`},
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := upsertRun(ctx, tx, r); err != nil {
+			return err
+		}
 		for _, c := range copies {
 			if _, err := tx.Exec(ctx, c.sql, from, r.ID, upTo); err != nil {
 				return fmt.Errorf("copy %s: %w", c.table, err)

@@ -53,6 +53,26 @@ func TestResumeRun(t *testing.T) {
 	if _, err := s.Run(ctx, bad.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a refused resume stored run %s: %v", bad.ID, err)
 	}
+	// Step 1 is completed but checkpoint 2 is missing: nothing is stored,
+	// not even the run.
+	gone := old
+	gone.ID = old.ID + "-gone"
+	if err := s.UpsertRun(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 2 {
+		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, map[string]float64{"rho": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := r
+	missing.ID, missing.ResumedFrom = gone.ID+"-r", gone.ID
+	if err := s.ResumeRun(ctx, missing); !errors.Is(err, ErrNotFound) {
+		t.Errorf("resume without the next checkpoint: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Run(ctx, missing.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a failed resume left run %s behind: %v", missing.ID, err)
+	}
 	other := r
 	other.ResumedStep = 0
 	if err := s.ResumeRun(ctx, other); !errors.Is(err, ErrConflict) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,16 +46,28 @@ type Run struct {
 	State  RunState        `json:"state"`
 	// ResumedFrom and ResumedStep name the run and its last completed step
 	// this run was started from ("" when it was started fresh).
-	ResumedFrom string    `json:"resumed_from,omitempty"`
-	ResumedStep int       `json:"resumed_step,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	ResumedFrom string `json:"resumed_from,omitempty"`
+	ResumedStep int    `json:"resumed_step,omitempty"`
+	// Termination is set when the run was terminated (TerminateRun).
+	Termination *Termination `json:"termination,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
+}
+
+// Termination records why and when a run was terminated.
+type Termination struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // UpsertRun creates the run or, if it exists with the same fixed fields,
-// sets its state. An existing run with other fixed fields is an ErrConflict.
+// sets its state (a terminated run stays terminated). An existing run with other fixed fields is an ErrConflict.
 // CreatedAt and UpdatedAt are set by the database.
 func (s *Store) UpsertRun(ctx context.Context, r Run) error {
+	return upsertRun(ctx, s.pool, r)
+}
+
+func upsertRun(ctx context.Context, q querier, r Run) error {
 	if r.ID == "" {
 		return fmt.Errorf("upsert run: empty id")
 	}
@@ -78,10 +91,11 @@ func (s *Store) UpsertRun(ctx context.Context, r Run) error {
 	// The update applies only when the fixed fields match; no row back
 	// means they do not.
 	var id string
-	err := s.pool.QueryRow(ctx, `INSERT INTO runs (id, name, mode, config, seed, steps, state, resumed_from, resumed_step)
+	err := q.QueryRow(ctx, `INSERT INTO runs (id, name, mode, config, seed, steps, state, resumed_from, resumed_step)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state,
-			updated_at = CASE WHEN runs.state = EXCLUDED.state THEN runs.updated_at ELSE now() END
+		ON CONFLICT (id) DO UPDATE SET
+			state = CASE WHEN runs.state = 'terminated' THEN runs.state ELSE EXCLUDED.state END,
+			updated_at = CASE WHEN runs.state IN (EXCLUDED.state, 'terminated') THEN runs.updated_at ELSE now() END
 		WHERE (runs.name, runs.mode, runs.config, runs.seed, runs.steps, runs.resumed_from, runs.resumed_step)
 			IS NOT DISTINCT FROM (EXCLUDED.name, EXCLUDED.mode, EXCLUDED.config, EXCLUDED.seed, EXCLUDED.steps,
 			EXCLUDED.resumed_from, EXCLUDED.resumed_step)
@@ -96,13 +110,17 @@ func (s *Store) UpsertRun(ctx context.Context, r Run) error {
 	return nil
 }
 
-// SetRunState sets the state of an existing run.
+// SetRunState sets the state of an existing run. A terminated run stays
+// terminated: an activity of its workflow that was still running when the
+// workflow was terminated cannot undo the termination.
 func (s *Store) SetRunState(ctx context.Context, id string, state RunState) error {
 	if !state.Valid() {
 		return fmt.Errorf("set run state %s: unknown state %q", id, state)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = $2,
-		updated_at = CASE WHEN state = $2 THEN updated_at ELSE now() END WHERE id = $1`, id, string(state))
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET
+		state = CASE WHEN state = 'terminated' THEN state ELSE $2 END,
+		updated_at = CASE WHEN state = $2 OR state = 'terminated' THEN updated_at ELSE now() END
+		WHERE id = $1`, id, string(state))
 	if err != nil {
 		return fmt.Errorf("set run state %s: %w", id, err)
 	}
@@ -112,21 +130,32 @@ func (s *Store) SetRunState(ctx context.Context, id string, state RunState) erro
 	return nil
 }
 
-const runColumns = `id, name, mode, config, seed, steps, state, coalesce(resumed_from, ''), coalesce(resumed_step, 0), created_at, updated_at`
+// runsFrom and runColumns select runs with their terminations.
+const (
+	runsFrom   = `runs LEFT JOIN run_terminations t ON t.run_id = runs.id`
+	runColumns = `id, name, mode, config, seed, steps, state, coalesce(resumed_from, ''), coalesce(resumed_step, 0),
+		t.reason, t.terminated_at, created_at, updated_at`
+)
 
 func scanRun(row pgx.CollectableRow) (Run, error) {
 	var r Run
 	var m, state string
 	var seed int64
 	var config []byte
-	err := row.Scan(&r.ID, &r.Name, &m, &config, &seed, &r.Steps, &state, &r.ResumedFrom, &r.ResumedStep, &r.CreatedAt, &r.UpdatedAt)
+	var reason *string
+	var at *time.Time
+	err := row.Scan(&r.ID, &r.Name, &m, &config, &seed, &r.Steps, &state, &r.ResumedFrom, &r.ResumedStep,
+		&reason, &at, &r.CreatedAt, &r.UpdatedAt)
 	r.Mode, r.State, r.Seed, r.Config = mode.Mode(m), RunState(state), uint64(seed), json.RawMessage(config)
+	if reason != nil && at != nil {
+		r.Termination = &Termination{Reason: *reason, At: *at}
+	}
 	return r, err
 }
 
 // Run returns a run, or an error wrapping ErrNotFound.
 func (s *Store) Run(ctx context.Context, id string) (Run, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id)
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM `+runsFrom+` WHERE id = $1`, id)
 	if err != nil {
 		return Run{}, fmt.Errorf("run %s: %w", id, err)
 	}
@@ -146,7 +175,7 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 	if limit > 0 {
 		lim = limit
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, id LIMIT $1`, lim)
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM `+runsFrom+` ORDER BY created_at DESC, id LIMIT $1`, lim)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -155,4 +184,35 @@ func (s *Store) Runs(ctx context.Context, limit int) ([]Run, error) {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
 	return rs, nil
+}
+
+// TerminateRun records that run id was terminated, and why: its state
+// becomes terminated and its termination is stored with the time. A run
+// already terminated keeps its first termination, which is returned;
+// otherwise the new one is.
+func (s *Store) TerminateRun(ctx context.Context, id, reason string) (Termination, error) {
+	var t Termination
+	if strings.TrimSpace(reason) == "" {
+		return t, fmt.Errorf("terminate run %s: want a reason", id)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE runs SET state = 'terminated',
+			updated_at = CASE WHEN state = 'terminated' THEN updated_at ELSE now() END WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO run_terminations (run_id, reason) VALUES ($1, $2)
+			ON CONFLICT (run_id) DO NOTHING`, id, reason); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT reason, terminated_at FROM run_terminations WHERE run_id = $1`, id).
+			Scan(&t.Reason, &t.At)
+	})
+	if err != nil {
+		return Termination{}, fmt.Errorf("terminate run %s: %w", id, err)
+	}
+	return t, nil
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wmrl/wmrl/internal/deployenv"
 )
 
 var (
@@ -68,4 +70,4 @@ var (
 
 // DefaultDSN is the database of the local stack that deploy/postgres.sh
 // creates: the Debian cluster's Unix socket, database wmrl.
-const DefaultDSN = "host=/var/run/postgresql user=postgres dbname=wmrl"
+const DefaultDSN = deployenv.DefaultDatabaseURL

@@ -13,23 +13,21 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/wmrl/wmrl/internal/deployenv"
 )
 
 // CacheEnv names the environment variable that overrides the cache
 // directory.
-const CacheEnv = "WMRL_CACHE"
+const CacheEnv = deployenv.EnvCache
 
-// CacheDir returns the cache directory: $WMRL_CACHE when set, otherwise
-// wmrl under the user's cache directory (os.UserCacheDir).
+// CacheDir returns the cache directory (deployenv): $WMRL_CACHE when set,
+// otherwise wmrl under the user's cache directory (os.UserCacheDir).
 func CacheDir() (string, error) {
-	if d := os.Getenv(CacheEnv); d != "" {
+	if d := deployenv.Read().Cache; d != "" {
 		return d, nil
 	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("cache dir: %w (set %s)", err, CacheEnv)
-	}
-	return filepath.Join(base, "wmrl"), nil
+	return "", fmt.Errorf("cache dir: no user cache directory (set %s)", CacheEnv)
 }
 
 // Loader loads suites from an on-disk cache and builds them on a miss.

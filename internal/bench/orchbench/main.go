@@ -44,6 +44,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
@@ -86,13 +87,6 @@ type options struct {
 	pollers, parallelism int
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func parseSizes(text string) ([]size, error) {
 	var out []size
 	for _, f := range strings.Split(text, ",") {
@@ -112,11 +106,12 @@ func parseSizes(text string) ([]size, error) {
 
 func parseFlags(args []string) (options, error) {
 	var o options
+	env := deployenv.Read()
 	fs := flag.NewFlagSet("orchbench", flag.ContinueOnError)
-	fs.StringVar(&o.address, "address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend ($TEMPORAL_ADDRESS)")
+	fs.StringVar(&o.address, "address", env.Address, "Temporal frontend ($TEMPORAL_ADDRESS)")
 	fs.StringVar(&o.namespace, "namespace", "wmrl-orchbench",
 		"Temporal namespace, registered with wmrl's search attributes if missing (its own, so that no other worker takes the bench's tasks)")
-	fs.StringVar(&o.databaseURL, "database-url", envOr("WMRL_DATABASE_URL", store.DefaultDSN), "Postgres DSN ($WMRL_DATABASE_URL)")
+	fs.StringVar(&o.databaseURL, "database-url", env.DatabaseURL, "Postgres DSN ($WMRL_DATABASE_URL)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "checkpoint directory (default: a temporary directory, removed at the end)")
 	fs.StringVar(&o.executor, "executor", "", "wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary or on the PATH)")
 	fs.StringVar(&o.sandboxKind, "sandbox", sandbox.KindProcess,
@@ -175,7 +170,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	acts := &activities.Activities{Store: st, Suites: &activities.SuiteCache{Load: suite.Load}, DataDir: o.dataDir}
+	dep, err := st.Deployment(ctx)
+	if err != nil {
+		return err
+	}
+	acts := &activities.Activities{Store: st, Suites: &activities.SuiteCache{Load: suite.Load}, DataDir: o.dataDir,
+		RunsKey: deployenv.RunsKey(o.namespace, dep.Database, dep.ID)}
 	su, err := acts.Suites.Suite(ctx, suite.DefaultSeed)
 	if err != nil {
 		return err
