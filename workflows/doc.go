@@ -19,9 +19,8 @@
 // It answers the query "status", the signals "pause", "resume" and "stop"
 // (after the current step) and the update "set-anchor-fraction". A run
 // started with RunInput.ResumeFrom copies another run's history up to its
-// last completed step (activity ResumeRun) and continues from there;
-// `wmrl resume-from` does not use this path: it copies the history itself
-// and starts the run with RunInput.State.
+// last completed step (activity ResumeRun) and continues from there, as
+// `wmrl resume-from` starts it.
 //
 // The code here must replay deterministically: no time.Now, no rand, no
 // native go statements, channels or selects (workflow.Go, workflow channels

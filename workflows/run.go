@@ -35,9 +35,8 @@ const (
 // RunInput is the input of TrainingRun. State is nil when a run starts and
 // carries the run's state across continue-as-new. ResumeFrom, on a start
 // (State nil), names a run whose history up to its last completed step the
-// new run copies and continues from (activity ResumeRun). `wmrl
-// resume-from` does not set it: it copies the history itself and starts the
-// run with State.
+// new run copies and continues from (activity ResumeRun, the one writer of
+// the resumed run's state); `wmrl resume-from` starts the run this way.
 type RunInput struct {
 	RunID      string           `json:"run_id"`
 	Config     runconfig.Config `json:"config"`
@@ -136,6 +135,15 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 		st = &RunState{Step: r.Step, Checkpoint: r.Checkpoint, Denoise: r.Denoise, Rho: r.Rho, Tracker: r.Tracker,
 			AnchorFraction: cfg.Anchors.Fraction, Calibration: r.Calibration,
 			Last: &StepSummary{Step: r.Step - 1, Anchors: []int{}, Metrics: r.LastMetrics}}
+		if workflow.GetVersion(ctx, changeResumeV2, workflow.DefaultVersion, 1) >= 1 {
+			st.AnchorFraction = r.AnchorFraction
+			if r.LastAnchors != nil {
+				st.Last.Anchors = r.LastAnchors
+			}
+			if h := r.HeldOut; h != nil {
+				st.HeldOut = &HeldOut{Version: r.Step, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
+			}
+		}
 	}
 	if st == nil {
 		var created activities.CreateRunResponse

@@ -61,6 +61,12 @@ const (
 	// has a verdict (for at most sandbox.retry_hours) instead of leaving a
 	// task out, and an evaluation of no task is an error, never a score.
 	changeEvalV2 = "eval-v2"
+	// changeResumeV2 (version 1): a resumed run starts with the old run's
+	// anchor fraction (as its last completed step used it), that step's
+	// anchor groups and the held-out score of the checkpoint it resumes
+	// from, as the ResumeRun activity rebuilds them; before it, with the
+	// config's fraction, no anchor groups and no held-out score.
+	changeResumeV2 = "resume-v2"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
