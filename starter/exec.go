@@ -58,7 +58,10 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if taskID == "" || text == "" {
-				return fmt.Errorf("--task and --program are required")
+				return usagef("--task and --program are required")
+			}
+			if len(text) > maxProgramBytes {
+				return usagef("--program: %d bytes, want at most %d", len(text), maxProgramBytes)
 			}
 			if err := limits.Check(); err != nil {
 				return err
@@ -110,6 +113,9 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 	addSuiteSeedFlag(cmd, &suiteSeed)
 	return cmd
 }
+
+// maxProgramBytes bounds --program: a pipeline is a few words.
+const maxProgramBytes = 64 << 10
 
 func writeExec(w io.Writer, r execReport, asJSON bool) error {
 	if asJSON {

@@ -51,6 +51,9 @@ not know it). When Temporal does not answer, the runs are listed without it.
 resumed_from, created_at}].`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := intIn("limit", limit, 0, maxRows); err != nil {
+				return err
+			}
 			rep, err := listRuns(cmd.Context(), &c, limit, cmd.ErrOrStderr())
 			if err != nil {
 				return err

@@ -35,7 +35,7 @@ func TestRunConfigErrorsNameEveryField(t *testing.T) {
 		want []string
 	}{
 		{"fields", []string{"run", "--config", bad},
-			[]string{"nothing started", "steps: must be in [1,1000000], got 0", "anchors.fraction:", "denoise.half_life:", "sandbox.kind:"}},
+			[]string{"nothing started", "steps: line 1: must be in [1,1000000], got 0", "anchors.fraction:", "denoise.half_life:", "sandbox.kind:"}},
 		{"flags", []string{"run", "--preset", "tiny", "--name", "no spaces"}, []string{"nothing started", "name: letters"}},
 		{"unknown field", []string{"run", "--config", writeFile(t, "u.yaml", "groups: 4\nstepz: 3\n")},
 			[]string{"field stepz not found", "nothing started"}},
