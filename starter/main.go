@@ -18,20 +18,21 @@ import (
 var version string
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(newRootCmd, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes the command line args and returns the exit status: 0, 1
-// when the command failed, 2 when the command line is wrong. An error is
-// one line on stderr; so is a panic, the last line of defence.
-func run(args []string, stdout, stderr io.Writer) (status int) {
+// run executes the command line args on the command tree newRoot makes and
+// returns the exit status: 0, 1 when the command failed, 2 when the command
+// line is wrong. An error is one line on stderr; so is a panic, the last
+// line of defence.
+func run(newRoot func() *cobra.Command, args []string, stdout, stderr io.Writer) (status int) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintln(stderr, "wmrl: internal error:", oneLine(fmt.Sprint(r)))
 			status = exitRuntime
 		}
 	}()
-	root := newRootCmd()
+	root := newRoot()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

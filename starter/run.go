@@ -70,6 +70,9 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 			if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
 				return err
 			}
+			if err := runconfig.CheckName(o.name); cmd.Flags().Changed("name") && err != nil {
+				return usagef("--name: %v", err)
+			}
 			cfg, err := loadRunConfig(o, cmd.Flags().Changed("name"), cmd.Flags().Changed("seed"))
 			if err != nil {
 				return err
