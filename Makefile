@@ -1,12 +1,16 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean demo demo-stop
+.PHONY: all build test fuzz bench fmt vet clean demo demo-stop
 
 all: build
 
+# VERSION is what wmrl --version prints; without git, wmrl falls back on
+# the module's build info.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+
 build:
-	$(GO) build -o $(BIN)/wmrl ./starter
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wmrl ./starter
 	$(GO) build -o $(BIN)/wmrl-worker ./worker
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wmrl-executor ./internal/executor/wmrl-executor
 
@@ -21,6 +25,18 @@ WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 test: vet
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 	$(GO) test -count=1 ./...
+
+# fuzz runs each fuzz target for FUZZTIME (package:target). It is not part
+# of test: with the compilation of each target it takes well over a minute.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/pairscsv:FuzzReadPairs ./internal/pairscsv:FuzzReadScores \
+	./internal/runconfig:FuzzParse ./internal/program:FuzzParse
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 bench:
 	bash internal/bench/bench.sh
