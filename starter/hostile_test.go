@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,23 @@ func TestVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "wmrl version ") || strings.Count(out.String(), "\n") != 1 {
 		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := debug.BuildSetting{Key: "vcs.revision", Value: "2bf594f98060e6f06c5a7970304b99aa8d079151"}
+	tests := []struct {
+		give debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{}, "(devel)"},
+		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{rev}}, "(devel) 2bf594f98060"},
+		{debug.BuildInfo{Settings: []debug.BuildSetting{rev, {Key: "vcs.modified", Value: "true"}}}, "(devel) 2bf594f98060 (modified)"},
+	}
+	for _, tt := range tests {
+		if got := buildVersion(&tt.give); got != tt.want {
+			t.Errorf("buildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
+		}
 	}
 }

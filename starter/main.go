@@ -86,6 +86,12 @@ func versionString() string {
 	if !ok {
 		return "unknown"
 	}
+	return buildVersion(bi)
+}
+
+// buildVersion is the version of a build: the module's version, the VCS
+// revision (12 digits) and "(modified)" when the tree had changes.
+func buildVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
