@@ -63,8 +63,11 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 			if len(text) > maxProgramBytes {
 				return usagef("--program: %d bytes, want at most %d", len(text), maxProgramBytes)
 			}
-			if err := limits.Check(); err != nil {
+			if err := checkTaskID("--task", taskID); err != nil {
 				return err
+			}
+			if err := limits.Check(); err != nil {
+				return &usageError{fmt.Errorf("sandbox limits (--memory, --cpus, --pids, --deadline): %w", err)}
 			}
 			path, err := sandbox.FindExecutor(binary)
 			if err != nil {

@@ -82,6 +82,11 @@ func TestHostileInput(t *testing.T) {
 		{"eval split", []string{"worldmodel", "eval", "--split", "test"}, exitUsage, `--split must be train or heldout, got "test"`},
 		{"eval model /dev/zero", []string{"worldmodel", "eval", "--model", "/dev/zero"}, exitRuntime, "read world model: /dev/zero: larger than 16777216 bytes"},
 		{"exec no program", []string{"exec", "--task", "t"}, exitUsage, "--task and --program are required"},
+		{"exec long task", []string{"exec", "--task", strings.Repeat("t", 300), "--program", "ridge"}, exitUsage, "--task: 300 bytes, want a task id of 1..256"},
+		{"exec deadline", []string{"exec", "--task", "t", "--program", "ridge", "--deadline", "-1s"}, exitUsage, "sandbox limits (--memory, --cpus, --pids, --deadline): "},
+		{"exec memory", []string{"exec", "--task", "t", "--program", "ridge", "--memory", "-1"}, exitUsage, "sandbox limits"},
+		{"suite show empty", []string{"suite", "show", ""}, exitUsage, "TASK: 0 bytes, want a task id of 1..256"},
+		{"bench id", []string{"bench", "reproduce", "--id", "a b", db}, exitUsage, "--id: letters"},
 		{"exec huge program", []string{"exec", "--task", "t", "--program", strings.Repeat("x", 1<<20)}, exitUsage, "--program: 1048576 bytes, want at most 65536"},
 		// run configurations
 		{"run config /dev/zero", []string{"run", "--config", "/dev/zero", db}, exitRuntime, "read config: /dev/zero: larger than 1048576 bytes"},

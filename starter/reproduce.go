@@ -167,6 +167,9 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
 		return err
 	}
+	if err := runconfig.CheckName(o.id); o.id != "" && err != nil {
+		return usagef("--id: %v", err)
+	}
 	modes, err := parseModes(o.modes)
 	if err != nil {
 		return err
