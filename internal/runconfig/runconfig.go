@@ -298,10 +298,11 @@ func decode(base Config, data []byte) (Config, *document, error) {
 }
 
 // walk records the lines of the fields of a mapping decoded into t and
-// reports (and removes) the keys t does not have.
+// reports the keys t does not have (the decoder, not strict, skips them).
+// It follows aliases; its depth is that of Config's sections, so a cyclic
+// alias cannot loop.
 func (d *document) walk(m *yaml.Node, t reflect.Type, prefix string) []error {
 	var problems []error
-	kept := m.Content[:0:0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		path := prefix + k.Value
@@ -310,16 +311,17 @@ func (d *document) walk(m *yaml.Node, t reflect.Type, prefix string) []error {
 			problems = append(problems, bad(path, "line %d: field %s not found", k.Line, k.Value))
 			continue
 		}
-		kept = append(kept, k, v)
 		d.lines[path] = k.Line
 		if _, dup := d.byLine[v.Line]; !dup {
 			d.byLine[v.Line] = path
+		}
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
 		}
 		if v.Kind == yaml.MappingNode && f.Type.Kind() == reflect.Struct {
 			problems = append(problems, d.walk(v, f.Type, path+".")...)
 		}
 	}
-	m.Content = kept
 	return problems
 }
 

@@ -78,6 +78,7 @@ func TestParseErrors(t *testing.T) {
 		{give: "- 1\n", want: "config: line 1: cannot unmarshal !!seq into runconfig.Config"},
 		{give: "steps: &a 1\ngroups: *b\n", want: "config: yaml: unknown anchor 'b' referenced"},
 		{give: strings.Repeat("#", MaxBytes+1), want: "config: larger than 1048576 bytes"},
+		{give: "debias: &d {method: pava}\nanchors: *d\n", want: "anchors.method: line 1: field method not found"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(Default(), []byte(tt.give))
