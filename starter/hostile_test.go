@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,37 @@ func TestBuildVersion(t *testing.T) {
 	for _, tt := range tests {
 		if got := buildVersion(&tt.give); got != tt.want {
 			t.Errorf("buildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestParseWithNumbers(t *testing.T) {
+	tests := []struct {
+		give     []string
+		want     []string
+		wantJSON bool
+		wantHelp bool
+	}{
+		{give: []string{"r1", "-1"}, want: []string{"r1", "-1"}},
+		{give: []string{"r1", "-1e-3", "--json"}, want: []string{"r1", "-1e-3"}, wantJSON: true},
+		{give: []string{"--json", "r1", "-.5"}, want: []string{"r1", "-.5"}, wantJSON: true},
+		{give: []string{"--address", "-1", "r1", "0.5"}, want: []string{"r1", "0.5"}},
+		{give: []string{"--address=127.0.0.1:1", "r1", "-Inf"}, want: []string{"r1", "-Inf"}},
+		{give: []string{"--", "-r1", "--json"}, want: []string{"-r1", "--json"}},
+		{give: []string{"-h"}, wantHelp: true},
+		{give: []string{"r1", "-", "1"}, want: []string{"r1", "-", "1"}},
+	}
+	for _, tt := range tests {
+		cmd := newSetAnchorFractionCmd()
+		cmd.InitDefaultHelpFlag()
+		got, help, err := parseWithNumbers(cmd, tt.give)
+		if err != nil {
+			t.Errorf("parseWithNumbers(%q): %v", tt.give, err)
+			continue
+		}
+		asJSON, _ := cmd.Flags().GetBool("json")
+		if !slices.Equal(got, tt.want) || help != tt.wantHelp || asJSON != tt.wantJSON {
+			t.Errorf("parseWithNumbers(%q) = %q, help %v, json %v; want %q, %v, %v", tt.give, got, help, asJSON, tt.want, tt.wantHelp, tt.wantJSON)
 		}
 	}
 }
