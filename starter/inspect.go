@@ -208,7 +208,7 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if len(c.Map.X) == 0 {
 			b.WriteString("  identity\n")
 		}
-		for i := range c.Map.X {
+		for i := range min(len(c.Map.X), len(c.Map.Y)) {
 			if limit > 0 && i == limit {
 				fmt.Fprintf(&b, "  ... %d more knots\n", len(c.Map.X)-limit)
 				break

@@ -175,8 +175,12 @@ func writeTask(w io.Writer, t *suite.Task) error {
 	lb := t.Leaderboard
 	fmt.Fprintf(w, "task      %s (%s, %s, %s)\n", t.ID, t.Split, t.Kind, t.Family)
 	fmt.Fprintf(w, "question  %s\n", t.Question)
-	fmt.Fprintf(w, "metric    %s, higher is better; reference panel: best %.4f, median %.4f, worst %.4f (%d pipelines)\n\n",
-		t.Metric, lb[0], lb[len(lb)/2], lb[len(lb)-1], len(lb))
+	if len(lb) == 0 {
+		fmt.Fprintf(w, "metric    %s, higher is better; no reference panel\n\n", t.Metric)
+	} else {
+		fmt.Fprintf(w, "metric    %s, higher is better; reference panel: best %.4f, median %.4f, worst %.4f (%d pipelines)\n\n",
+			t.Metric, lb[0], lb[len(lb)/2], lb[len(lb)-1], len(lb))
+	}
 	fmt.Fprintf(w, "data card: %d train rows, %d hidden test rows, %d features\n", c.TrainRows, c.TestRows, len(c.Features))
 	if c.Kind == tabular.Classification {
 		fmt.Fprintf(w, "  target: %.1f%% positive\n", 100*c.Target.PositiveFrac)
