@@ -20,6 +20,8 @@ import (
 func TestHostileInput(t *testing.T) {
 	dir := t.TempDir()
 	badConfig := writeFile(t, "bad.yaml", "mode: fast\nsteps: 0\ngroups: ten\nstepz: 1\n")
+	binary := writeFile(t, "binary.csv", "\x00\x1b[31m\xff\xfe,\x01\n\x02")
+	manyRows := writeFile(t, "many.csv", "wm,env\n"+strings.Repeat("0.5,0.5\n", 1<<20+1))
 	db := "--database-url=host=127.0.0.1 port=1 user=x dbname=x connect_timeout=1"
 	tests := []struct {
 		name string
@@ -43,6 +45,8 @@ func TestHostileInput(t *testing.T) {
 		{"window negative", []string{"calibrate", "--pairs", examplePairs, "--window", "-1"}, exitUsage, "--window -1: want 0..1048576"},
 		{"method", []string{"calibrate", "--pairs", examplePairs, "--method", "spline"}, exitUsage, `--method: "spline"`},
 		{"no pairs flag", []string{"calibrate"}, exitUsage, `required flag(s) "pairs" not set`},
+		{"pairs binary", []string{"calibrate", "--pairs", binary}, exitRuntime, "line 1: header: unknown column"},
+		{"pairs too many rows", []string{"calibrate", "--pairs", manyRows}, exitRuntime, "line 1048578: more than 1048576 data rows"},
 		{"pairs missing", []string{"calibrate", "--pairs", dir + "/none.csv"}, exitRuntime, "no such file"},
 		{"pairs a directory", []string{"calibrate", "--pairs", dir}, exitRuntime, "is a directory"},
 		{"calibrate argument", []string{"calibrate", "--pairs", examplePairs, "extra"}, exitUsage, `unknown command "extra" for "wmrl calibrate"`},
