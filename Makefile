@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test fuzz bench fmt vet clean demo demo-stop
+.PHONY: all build test bench fmt vet clean demo demo-stop
 
 all: build
 
@@ -26,19 +26,6 @@ test: vet
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 	$(GO) test -count=1 ./...
 
-# fuzz runs each fuzz target (package:target) for FUZZTIME. It is not part
-# of test: with the build of each target it takes about a minute on a warm
-# build cache (58 s measured on 2 shared cores), more on a cold one.
-FUZZTIME ?= 10s
-FUZZ_TARGETS := ./internal/pairscsv:FuzzReadPairs ./internal/pairscsv:FuzzReadScores \
-	./internal/runconfig:FuzzParse ./internal/program:FuzzParse
-
-fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
-	done
-
 bench:
 	bash internal/bench/bench.sh
 
@@ -50,3 +37,17 @@ demo:
 
 demo-stop:
 	bash deploy/demo.sh stop
+
+# fuzz runs each fuzz target (package:target) for FUZZTIME. It is not part
+# of test: with the build of each target it takes about a minute on a warm
+# build cache (58 s measured on 2 shared cores), more on a cold one.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/pairscsv:FuzzReadPairs ./internal/pairscsv:FuzzReadScores \
+	./internal/runconfig:FuzzParse ./internal/program:FuzzParse
+
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
