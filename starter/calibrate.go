@@ -72,7 +72,8 @@ exactly as a training step would, and prints the knots, the number of pairs,
 the within-group bias before and after calibration (when groups are given),
 the mean bias and the fit time. --apply maps a one-column CSV (header wm)
 through the fitted map. Every input is read and checked before anything is
-printed: a malformed file is reported with its line number on stderr.
+printed: a malformed file is reported with its line number on stderr. A file
+may have lines of at most 4096 bytes, 1048576 data rows and 64 MiB.
 
 --json prints one object: method, bins, min_pairs, window, n_pairs, n_used,
 identity, knots [{x,y}], bias_before, bias_after (null without groups),
@@ -91,27 +92,32 @@ mean_bias_before, mean_bias_after, fit_seconds, applied [{wm,calibrated}]
 	fl := cmd.Flags()
 	fl.StringVar(&f.pairs, "pairs", "", "CSV of anchor pairs: wm,env[,group] (required)")
 	fl.StringVar(&f.method, "method", f.method, "fitting method: pava or binned")
-	fl.IntVar(&f.bins, "bins", f.bins, "number of equal-width bins on [0,1] (binned method)")
-	fl.IntVar(&f.minPairs, "min-pairs", f.minPairs, "pairs needed before the map leaves the identity")
-	fl.IntVar(&f.window, "window", f.window, "fit on the last N pairs only (0 = all pairs)")
+	fl.IntVar(&f.bins, "bins", f.bins, fmt.Sprintf("number of equal-width bins on [0,1] (binned method; 1..%d)", maxBins))
+	fl.IntVar(&f.minPairs, "min-pairs", f.minPairs, fmt.Sprintf("pairs needed before the map leaves the identity (0..%d)", pairscsv.MaxRows))
+	fl.IntVar(&f.window, "window", f.window, fmt.Sprintf("fit on the last N pairs only (0 = all pairs; at most %d)", pairscsv.MaxRows))
 	fl.StringVar(&f.apply, "apply", "", "one-column CSV (wm) of scores to map through the fitted map")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of tables")
 	_ = cmd.MarkFlagRequired("pairs") // the flag exists: cannot fail
 	return cmd
 }
 
+// maxBins is the most bins of --bins, as for debias.bins of a run.
+const maxBins = 1_000_000
+
 // config checks the flags and turns them into a debias.Config. Errors name
 // the flag.
 func (f calibrateFlags) config() (debias.Config, error) {
-	switch {
-	case f.method != debias.MethodPAVA && f.method != debias.MethodBinned:
-		return debias.Config{}, fmt.Errorf("--method: %q is not %s or %s", f.method, debias.MethodPAVA, debias.MethodBinned)
-	case f.bins < 1:
-		return debias.Config{}, fmt.Errorf("--bins must be at least 1, got %d", f.bins)
-	case f.minPairs < 0:
-		return debias.Config{}, fmt.Errorf("--min-pairs must be at least 0, got %d", f.minPairs)
-	case f.window < 0:
-		return debias.Config{}, fmt.Errorf("--window must be 0 (all pairs) or more, got %d", f.window)
+	if f.method != debias.MethodPAVA && f.method != debias.MethodBinned {
+		return debias.Config{}, usagef("--method: %q is not %s or %s", clipArg(f.method), debias.MethodPAVA, debias.MethodBinned)
+	}
+	for _, err := range []error{
+		intIn("bins", f.bins, 1, maxBins),
+		intIn("min-pairs", f.minPairs, 0, pairscsv.MaxRows),
+		intIn("window", f.window, 0, pairscsv.MaxRows),
+	} {
+		if err != nil {
+			return debias.Config{}, err
+		}
 	}
 	cfg := debias.Config{Method: f.method, Bins: f.bins, MinPairs: f.minPairs, Window: f.window}
 	return cfg, cfg.Validate()

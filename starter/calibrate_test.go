@@ -271,7 +271,7 @@ func TestCalibrateRejects(t *testing.T) {
 		{"missing file", []string{"--pairs", filepath.Join(t.TempDir(), "none.csv")}, "pairs file"},
 		{"missing --pairs", nil, `"pairs"`},
 		{"unknown method", []string{"--pairs", examplePairs, "--method", "spline"}, `--method: "spline"`},
-		{"zero bins", []string{"--pairs", examplePairs, "--bins", "0"}, "--bins must be at least 1"},
+		{"zero bins", []string{"--pairs", examplePairs, "--bins", "0"}, "--bins 0: want 1..1000000"},
 		{"negative window", []string{"--pairs", examplePairs, "--window", "-1"}, "--window"},
 		{"negative min pairs", []string{"--pairs", examplePairs, "--min-pairs", "-2"}, "--min-pairs"},
 		{"positional argument", []string{"--pairs", examplePairs, "extra"}, "unknown command"},

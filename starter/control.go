@@ -113,12 +113,26 @@ its next step on, max(anchors.min, round(F*groups)) groups per step are anchors.
 The run validates F first (a fraction in [0,1], in a mode with anchor groups);
 a rejected value changes nothing and its reason is printed. The command waits
 until the run has applied the change and prints the previous fraction.`,
-		Args: cobra.ExactArgs(2),
+		// Parsed here, so that a negative F reaches the command.
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, help, err := parseWithNumbers(cmd, args)
+			if err != nil || help {
+				if help {
+					return cmd.Help()
+				}
+				return err
+			}
+			if len(args) != 2 {
+				return usagef("%s: accepts 2 arg(s), received %d (usage: %s)", cmd.Name(), len(args), cmd.UseLine())
+			}
 			run := args[0]
+			if err := checkRunName(run); err != nil {
+				return err
+			}
 			f, err := strconv.ParseFloat(args[1], 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return fmt.Errorf("anchor fraction %q: want a number in [0,1]", args[1])
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1 {
+				return usagef("anchor fraction %q: want a number in [0,1]", clipArg(args[1]))
 			}
 			ctx := cmd.Context()
 			tc, err := c.dial(ctx, cmd.ErrOrStderr())

@@ -58,10 +58,16 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if taskID == "" || text == "" {
-				return fmt.Errorf("--task and --program are required")
+				return usagef("--task and --program are required")
+			}
+			if len(text) > maxProgramBytes {
+				return usagef("--program: %d bytes, want at most %d", len(text), maxProgramBytes)
+			}
+			if err := checkTaskID("--task", taskID); err != nil {
+				return err
 			}
 			if err := limits.Check(); err != nil {
-				return err
+				return &usageError{fmt.Errorf("sandbox limits (--memory, --cpus, --pids, --deadline): %w", err)}
 			}
 			path, err := sandbox.FindExecutor(binary)
 			if err != nil {
@@ -110,6 +116,9 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 	addSuiteSeedFlag(cmd, &suiteSeed)
 	return cmd
 }
+
+// maxProgramBytes bounds --program: a pipeline is a few words.
+const maxProgramBytes = 64 << 10
 
 func writeExec(w io.Writer, r execReport, asJSON bool) error {
 	if asJSON {

@@ -75,19 +75,22 @@ anchor pairs. Text output shows the first --limit rows of each table (0: all);
 --json prints everything in one object.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			at := -1
+			if cmd.Flags().Changed("step") {
+				if err := intIn("step", step, 0, maxStep); err != nil {
+					return err
+				}
+				at = step
+			}
+			if err := intIn("limit", limit, 0, maxRows); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			st, err := c.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			at := -1
-			if cmd.Flags().Changed("step") {
-				if step < 0 {
-					return fmt.Errorf("--step %d: want a step >= 0", step)
-				}
-				at = step
-			}
 			rep, err := inspectStep(ctx, st, args[0], at)
 			if err != nil {
 				return err
@@ -206,7 +209,7 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if len(c.Map.X) == 0 {
 			b.WriteString("  identity\n")
 		}
-		for i := range c.Map.X {
+		for i := range min(len(c.Map.X), len(c.Map.Y)) {
 			if limit > 0 && i == limit {
 				fmt.Fprintf(&b, "  ... %d more knots\n", len(c.Map.X)-limit)
 				break

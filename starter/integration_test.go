@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -317,13 +318,15 @@ func testControl(t *testing.T, e *itEnv) {
 		t.Errorf("a paused run went on: step %d -> %d", s.Step, again.Step)
 	}
 
-	var rej fractionReport
+	// The command refuses a fraction outside [0,1] before sending it; the
+	// run's validator refuses it too, changing nothing.
 	out, err = e.wmrl(t, "set-anchor-fraction", name, "1.5", "--json")
-	if err == nil || !strings.Contains(err.Error(), "anchor fraction must be in [0,1], got 1.5") {
-		t.Errorf("set-anchor-fraction 1.5: %v", err)
+	if exitStatus(err) != exitUsage || out != "" || !strings.Contains(err.Error(), `anchor fraction "1.5": want a number in [0,1]`) {
+		t.Errorf("set-anchor-fraction 1.5: %q, %v", out, err)
 	}
-	if jerr := json.Unmarshal([]byte(out), &rej); jerr != nil || rej.Accepted || !strings.Contains(rej.Reason, "must be in [0,1]") {
-		t.Errorf("rejected --json %q: %v", out, jerr)
+	rej, err := setAnchorFraction(t.Context(), e.tc, name, 1.5)
+	if !errors.Is(err, errRejected) || rej.Accepted || !strings.Contains(rej.Reason, "anchor fraction must be in [0,1], got 1.5") {
+		t.Errorf("the run's validator on 1.5: %+v, %v", rej, err)
 	}
 	var acc fractionReport
 	e.wmrlJSON(t, &acc, "set-anchor-fraction", name, "0.5")

@@ -56,6 +56,9 @@ A run ended by wmrl terminate shows when and why.
 resumed_from, created_at, termination {reason, at}}].`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := intIn("limit", limit, 0, maxRows); err != nil {
+				return err
+			}
 			rep, err := listRuns(cmd.Context(), &c, limit, cmd.ErrOrStderr())
 			if err != nil {
 				return err

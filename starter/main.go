@@ -6,25 +6,58 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
 
+// version is wmrl's version, set at build time with
+// -ldflags "-X main.version=v1.2.3"; empty, it comes from the build info.
+var version string
+
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "wmrl:", err)
-		os.Exit(1)
+	os.Exit(run(newRootCmd, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args on the command tree newRoot makes and
+// returns the exit status: 0, 1 when the command failed, 2 when the command
+// line is wrong. An error is one line on stderr; so is a panic, the last
+// line of defence.
+func run(newRoot func() *cobra.Command, args []string, stdout, stderr io.Writer) (status int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintln(stderr, "wmrl: internal error:", oneLine(fmt.Sprint(r)))
+			status = exitRuntime
+		}
+	}()
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err != nil {
+		fmt.Fprintln(stderr, "wmrl:", oneLine(err.Error()))
 	}
+	return exitStatus(err)
 }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "wmrl",
-		Short:         "World-Model RL: GRPO post-training with a world model and an anchor stream",
+		Use:   "wmrl",
+		Short: "World-Model RL: GRPO post-training with a world model and an anchor stream",
+		Long: `World-Model RL: GRPO post-training with a world model and an anchor stream.
+
+Exit status: 0 on success; 1 when the command fails (a run that fails, a
+service that does not answer, an invalid file); 2 for a usage error (an
+unknown command or flag, a wrong number of arguments, an invalid flag or
+argument value). Every error is one line on stderr, starting "wmrl: ".`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	// Each subcommand lives in its own file and is added here.
 	root.AddCommand(newCalibrateCmd())
 	root.AddCommand(newSuiteCmd())
@@ -40,5 +73,44 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newResumeFromCmd())
 	root.AddCommand(newTerminateCmd())
 	root.AddCommand(newBenchCmd())
+	guardArgs(root)
 	return root
+}
+
+// versionString is version, else the module's version from the build info
+// with the VCS revision and whether the tree was modified.
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	return buildVersion(bi)
+}
+
+// buildVersion is the version of a build: the module's version, the VCS
+// revision (12 digits) and "(modified)" when the tree had changes.
+func buildVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		v += " " + short(rev)
+	}
+	if modified == "true" {
+		v += " (modified)"
+	}
+	return v
 }

@@ -117,24 +117,24 @@ type benchRun struct {
 func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
 	base, err := runconfig.BenchPreset(preset)
 	if err != nil {
-		return nil, base, err
+		return nil, base, &usageError{fmt.Errorf("--preset: %w", err)}
 	}
 	if len(overlay) > 0 {
 		if err := benchOwned(overlay); err != nil {
 			return nil, base, err
 		}
-		if base, err = runconfig.Decode(base, overlay); err != nil {
+		if base, err = runconfig.Load(base, overlay, runconfig.Overrides{}); err != nil {
 			return nil, base, err
 		}
 	}
 	if len(modes) == 0 {
 		modes = mode.All()
 	}
-	if seeds < 1 || seeds > 1000 {
-		return nil, base, fmt.Errorf("--seeds %d: want 1..1000", seeds)
+	if err := intIn("seeds", seeds, 1, 1000); err != nil {
+		return nil, base, err
 	}
-	if steps < 0 {
-		return nil, base, fmt.Errorf("--steps %d: want >= 0", steps)
+	if err := intIn("steps", steps, 0, maxStep); err != nil {
+		return nil, base, err
 	}
 	if steps > 0 {
 		base.Steps = steps
@@ -164,13 +164,19 @@ type benchOutcome struct {
 }
 
 func runBench(cmd *cobra.Command, o *benchOptions) error {
+	if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
+		return err
+	}
+	if err := runconfig.CheckName(o.id); o.id != "" && err != nil {
+		return usagef("--id: %v", err)
+	}
 	modes, err := parseModes(o.modes)
 	if err != nil {
 		return err
 	}
 	var overlay []byte
 	if o.config != "" {
-		if overlay, err = os.ReadFile(o.config); err != nil {
+		if overlay, err = readFileMax(o.config, runconfig.MaxBytes); err != nil {
 			return fmt.Errorf("--config: %w", err)
 		}
 	}
@@ -445,10 +451,10 @@ func parseModes(list string) ([]mode.Mode, error) {
 	for _, name := range strings.Split(list, ",") {
 		m, err := mode.Parse(strings.TrimSpace(name))
 		if err != nil {
-			return nil, fmt.Errorf("--modes: %w", err)
+			return nil, &usageError{fmt.Errorf("--modes: %w", err)}
 		}
 		if seen[m] {
-			return nil, fmt.Errorf("--modes: %s given twice", m)
+			return nil, usagef("--modes: %s given twice", m)
 		}
 		seen[m] = true
 	}

@@ -67,6 +67,12 @@ Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + defaultUIURL + `).
 temporal_run_id, detached, status (as wmrl status --json) and url.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
+				return err
+			}
+			if err := runconfig.CheckName(o.name); cmd.Flags().Changed("name") && err != nil {
+				return usagef("--name: %v", err)
+			}
 			cfg, err := loadRunConfig(o, cmd.Flags().Changed("name"), cmd.Flags().Changed("seed"))
 			if err != nil {
 				return err
@@ -85,53 +91,55 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 	return cmd
 }
 
-// configError lists every problem of a configuration.
+// configError lists every problem of a configuration, on one line.
 type configError struct {
 	source   string
 	problems []error
 }
 
 func (e *configError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "invalid configuration (%s), nothing started:", e.source)
-	for _, p := range e.problems {
-		b.WriteString("\n  " + p.Error())
+	msgs := make([]string, len(e.problems))
+	for i, p := range e.problems {
+		msgs[i] = p.Error()
 	}
-	return b.String()
+	return fmt.Sprintf("invalid configuration (%s), nothing started: %s", e.source, strings.Join(msgs, "; "))
 }
 
 // loadRunConfig builds and checks the whole configuration of wmrl run.
 func loadRunConfig(o runOptions, nameSet, seedSet bool) (runconfig.Config, error) {
 	if o.configFile == "" && o.preset == "" {
-		return runconfig.Config{}, fmt.Errorf("give --config FILE or --preset NAME (presets: %s)", strings.Join(runconfig.PresetNames(), ", "))
+		return runconfig.Config{}, usagef("give --config FILE or --preset NAME (presets: %s)", strings.Join(runconfig.PresetNames(), ", "))
 	}
 	base, source := runconfig.Default(), "preset default"
 	if o.preset != "" {
 		var err error
 		if base, err = runconfig.Preset(o.preset); err != nil {
-			return runconfig.Config{}, err
+			return runconfig.Config{}, &usageError{fmt.Errorf("--preset: %w", err)}
 		}
 		source = "preset " + o.preset
 	}
-	cfg := base
+	var data []byte
 	if o.configFile != "" {
-		data, err := os.ReadFile(o.configFile)
-		if err != nil {
-			return cfg, fmt.Errorf("read config: %w", err)
-		}
-		if cfg, err = runconfig.Decode(base, data); err != nil {
-			return cfg, fmt.Errorf("%s: %w; nothing started", o.configFile, err)
+		var err error
+		if data, err = readFileMax(o.configFile, runconfig.MaxBytes); err != nil {
+			return base, fmt.Errorf("read config: %w", err)
 		}
 		source = o.configFile + " over " + source
 	}
+	var over runconfig.Overrides
 	if nameSet {
-		cfg.Name = o.name
+		over.Name = &o.name
 	}
 	if seedSet {
-		cfg.Seed = o.seed
+		over.Seed = &o.seed
 	}
-	if ps := cfg.Problems(); len(ps) > 0 {
-		return cfg, &configError{source: source, problems: ps}
+	cfg, err := runconfig.Load(base, data, over)
+	var inv *runconfig.Invalid
+	switch {
+	case errors.As(err, &inv):
+		return cfg, &configError{source: source, problems: inv.Problems}
+	case err != nil:
+		return cfg, fmt.Errorf("%s: %w; nothing started", o.configFile, err)
 	}
 	return cfg, nil
 }

@@ -35,8 +35,8 @@ func TestRunConfigErrorsNameEveryField(t *testing.T) {
 		want []string
 	}{
 		{"fields", []string{"run", "--config", bad},
-			[]string{"nothing started", "steps: must be in [1,1000000], got 0", "anchors.fraction:", "denoise.half_life:", "sandbox.kind:"}},
-		{"flags", []string{"run", "--preset", "tiny", "--name", "no spaces"}, []string{"nothing started", "name: letters"}},
+			[]string{"nothing started", "steps: line 1: must be in [1,1000000], got 0", "anchors.fraction:", "denoise.half_life:", "sandbox.kind:"}},
+		{"flags", []string{"run", "--preset", "tiny", "--name", "no spaces"}, []string{"--name: letters"}},
 		{"unknown field", []string{"run", "--config", writeFile(t, "u.yaml", "groups: 4\nstepz: 3\n")},
 			[]string{"field stepz not found", "nothing started"}},
 		{"bad mode", []string{"run", "--config", writeFile(t, "m.yaml", "mode: fast\n")}, []string{"mode: line 1"}},

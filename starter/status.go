@@ -69,6 +69,9 @@ the object of wmrl run --json.
 --json prints one object with at least run, state, mode, step and steps.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := durationIn("poll", poll, minPoll, maxPoll); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if followRun {
 				return followStatus(cmd, &c, args[0], poll)

@@ -23,6 +23,18 @@ func loadSuiteForCmd(cmd *cobra.Command, opts suite.Options) (*suite.Suite, erro
 	return l.Load(cmd.Context(), opts)
 }
 
+// maxTaskID bounds a task id given on the command line (ids are short:
+// "train-07").
+const maxTaskID = 256
+
+// checkTaskID refuses an empty or overlong task id before the suite loads.
+func checkTaskID(what, id string) error {
+	if id == "" || len(id) > maxTaskID {
+		return usagef("%s: %d bytes, want a task id of 1..%d (see wmrl suite list)", what, len(id), maxTaskID)
+	}
+	return nil
+}
+
 // addSuiteSeedFlag adds --suite-seed to cmd, stored in *seed.
 func addSuiteSeedFlag(cmd *cobra.Command, seed *uint64) {
 	cmd.Flags().Uint64Var(seed, "suite-seed", suite.DefaultSeed,
@@ -130,6 +142,9 @@ example_program, the panel's best program on this task.
 example_program, leaderboard (best first), suite_seed, suite_hash.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTaskID("TASK", args[0]); err != nil {
+				return err
+			}
 			s, err := loadSuiteForCmd(cmd, options(seed))
 			if err != nil {
 				return err
@@ -160,8 +175,12 @@ func writeTask(w io.Writer, t *suite.Task) error {
 	lb := t.Leaderboard
 	fmt.Fprintf(w, "task      %s (%s, %s, %s)\n", t.ID, t.Split, t.Kind, t.Family)
 	fmt.Fprintf(w, "question  %s\n", t.Question)
-	fmt.Fprintf(w, "metric    %s, higher is better; reference panel: best %.4f, median %.4f, worst %.4f (%d pipelines)\n\n",
-		t.Metric, lb[0], lb[len(lb)/2], lb[len(lb)-1], len(lb))
+	if len(lb) == 0 {
+		fmt.Fprintf(w, "metric    %s, higher is better; no reference panel\n\n", t.Metric)
+	} else {
+		fmt.Fprintf(w, "metric    %s, higher is better; reference panel: best %.4f, median %.4f, worst %.4f (%d pipelines)\n\n",
+			t.Metric, lb[0], lb[len(lb)/2], lb[len(lb)-1], len(lb))
+	}
 	fmt.Fprintf(w, "data card: %d train rows, %d hidden test rows, %d features\n", c.TrainRows, c.TestRows, len(c.Features))
 	if c.Kind == tabular.Classification {
 		fmt.Fprintf(w, "  target: %.1f%% positive\n", 100*c.Target.PositiveFrac)

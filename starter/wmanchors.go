@@ -52,13 +52,13 @@ scores, to ask whether it would have ranked them better. Only modes with
 anchors (wmrl, mix, debias, denoise) have anchor groups.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, runs []string) error {
-			if every < 1 {
-				return fmt.Errorf("--every %d: want >= 1", every)
+			if err := intIn("every", every, 1, maxStep); err != nil {
+				return err
 			}
 			var model *worldmodel.Model
 			name := "recorded"
 			if modelPath != "" {
-				m, err := worldmodel.LoadFile(modelPath)
+				m, err := loadModelFile(modelPath)
 				if err != nil {
 					return fmt.Errorf("--model: %w", err)
 				}

@@ -104,6 +104,9 @@ the stored model, internal/worldmodel/default.json. --log writes the logged
 executions as JSON lines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFitFlags(cfg.SamplesPerTask, cfg.Options.Lambda); err != nil {
+				return err
+			}
 			s, err := loadSuiteForCmd(cmd, options(suiteSeed))
 			if err != nil {
 				return err
@@ -148,6 +151,18 @@ executions as JSON lines.`,
 	f.StringVar(&logPath, "log", "", "also write the logged executions (JSON lines) here")
 	f.BoolVar(&asJSON, "json", false, "print a JSON summary")
 	return cmd
+}
+
+// maxSamplesPerTask bounds --samples-per-task: each is one execution per
+// task, and the fit holds them all in memory.
+const maxSamplesPerTask = 10_000
+
+// checkFitFlags refuses the fit's flags out of their ranges.
+func checkFitFlags(samples int, lambda float64) error {
+	if err := intIn("samples-per-task", samples, 1, maxSamplesPerTask); err != nil {
+		return err
+	}
+	return floatIn("lambda", lambda, 0, 1e6)
 }
 
 func writeRecords(path string, recs []worldmodel.Record) error {
@@ -208,9 +223,12 @@ the other half of the tasks: how much of the miscalibration a debiasing map
 removes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := intIn("samples-per-task", cfg.SamplesPerTask, 1, maxSamplesPerTask); err != nil {
+				return err
+			}
 			cfg.Split = suite.Split(split)
 			if cfg.Split != suite.Train && cfg.Split != suite.HeldOut {
-				return fmt.Errorf("--split must be %s or %s, got %q", suite.Train, suite.HeldOut, split)
+				return usagef("--split must be %s or %s, got %q", suite.Train, suite.HeldOut, clipArg(split))
 			}
 			m, name, err := loadModel(modelPath)
 			if err != nil {
@@ -246,11 +264,29 @@ removes.`,
 }
 
 func loadModel(path string) (*worldmodel.Model, string, error) {
-	m, err := worldmodel.LoadFile(path)
 	if path == "" {
-		path = "default"
+		m, err := worldmodel.Default()
+		return m, "default", err
 	}
+	m, err := loadModelFile(path)
 	return m, path, err
+}
+
+// maxModelBytes bounds a world-model artefact read from a file (the stored
+// one has 14 KB).
+const maxModelBytes = 16 << 20
+
+// loadModelFile reads a world-model artefact, bounded by maxModelBytes.
+func loadModelFile(path string) (*worldmodel.Model, error) {
+	b, err := readFileMax(path, maxModelBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read world model: %w", err)
+	}
+	m, err := worldmodel.Load(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
 
 // predictCost measures the mean wall time of one prediction (parse-free:

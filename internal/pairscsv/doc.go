@@ -10,4 +10,9 @@
 // column, for example `line 7: env: "abc" is not a number`. Blank lines are
 // skipped, a trailing newline and CRLF line ends are fine, quoted fields
 // follow RFC 4180, and a leading UTF-8 byte-order mark is ignored.
+//
+// The input is bounded: a line of at most MaxLineBytes, at most MaxRows data
+// rows and MaxBytes in all. Past a bound the read stops with an *Error naming
+// the line, so that /dev/zero or a huge binary fails at once instead of
+// filling memory.
 package pairscsv

@@ -37,11 +37,32 @@ func (e *Error) Error() string {
 
 var _ error = (*Error)(nil)
 
+// Bounds of an input file, generous for a calibration audit but finite, so
+// that a hostile or mistaken input (/dev/zero, a binary, a huge log) fails
+// fast with an *Error instead of exhausting memory.
+const (
+	MaxLineBytes = 4096     // bytes of one line, without its \n
+	MaxRows      = 1 << 20  // data rows
+	MaxBytes     = 64 << 20 // bytes of the whole file
+)
+
+// limits are the bounds a read enforces; tests and fuzzing use small ones.
+type limits struct {
+	lineBytes, rows, bytes int
+}
+
+func defaultLimits() limits { return limits{lineBytes: MaxLineBytes, rows: MaxRows, bytes: MaxBytes} }
+
 // ReadPairs reads anchor pairs from a CSV file with the columns wm and env
 // (any order) and an optional group column. grouped reports whether the
 // group column is present; when it is, every pair has a non-empty Group.
+// The file is bounded by MaxLineBytes, MaxRows and MaxBytes.
 func ReadPairs(r io.Reader) (pairs []debias.Pair, grouped bool, err error) {
-	t, err := newTable(r, []string{ColWM, ColEnv}, []string{ColGroup})
+	return readPairs(r, defaultLimits())
+}
+
+func readPairs(r io.Reader, lim limits) (pairs []debias.Pair, grouped bool, err error) {
+	t, err := newTable(r, lim, []string{ColWM, ColEnv}, []string{ColGroup})
 	if err != nil {
 		return nil, false, err
 	}
@@ -77,9 +98,13 @@ func ReadPairs(r io.Reader) (pairs []debias.Pair, grouped bool, err error) {
 }
 
 // ReadScores reads a one-column CSV file of world-model scores: the header
-// wm, then one score in [0,1] per line.
+// wm, then one score in [0,1] per line. The file is bounded as ReadPairs'.
 func ReadScores(r io.Reader) ([]float64, error) {
-	t, err := newTable(r, []string{ColWM}, nil)
+	return readScores(r, defaultLimits())
+}
+
+func readScores(r io.Reader, lim limits) ([]float64, error) {
+	t, err := newTable(r, lim, []string{ColWM}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -107,13 +132,17 @@ func ReadScores(r io.Reader) ([]float64, error) {
 // table is a CSV reader positioned after a validated header.
 type table struct {
 	r      *csv.Reader
+	br     *boundedReader
 	cols   map[string]int // column name -> field index
 	width  int
 	header int // line of the header
+	rows   int // data rows read
+	maxRow int
 }
 
-func newTable(r io.Reader, required, optional []string) (*table, error) {
-	cr := csv.NewReader(r)
+func newTable(r io.Reader, lim limits, required, optional []string) (*table, error) {
+	br := &boundedReader{r: r, lim: lim, line: 1}
+	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1 // checked here, with a clearer message
 	cr.ReuseRecord = true
 	rec, err := cr.Read()
@@ -121,10 +150,10 @@ func newTable(r io.Reader, required, optional []string) (*table, error) {
 		return nil, &Error{Line: 1, Msg: "empty file, want a header with " + want(required, optional)}
 	}
 	if err != nil {
-		return nil, csvError(err)
+		return nil, br.csvError(err)
 	}
 	line, _ := cr.FieldPos(0)
-	t := &table{r: cr, cols: make(map[string]int), width: len(rec), header: line}
+	t := &table{r: cr, br: br, cols: make(map[string]int), width: len(rec), header: line, maxRow: lim.rows}
 	for i, name := range rec {
 		if i == 0 {
 			name = strings.TrimPrefix(name, "\ufeff")
@@ -157,9 +186,12 @@ func (t *table) next() ([]string, int, error) {
 		return nil, 0, io.EOF
 	}
 	if err != nil {
-		return nil, 0, csvError(err)
+		return nil, 0, t.br.csvError(err)
 	}
 	line, _ := t.r.FieldPos(0)
+	if t.rows++; t.rows > t.maxRow {
+		return nil, 0, &Error{Line: line, Msg: fmt.Sprintf("more than %d data rows", t.maxRow)}
+	}
 	if len(rec) != t.width {
 		return nil, 0, &Error{Line: line, Msg: fmt.Sprintf("%d values, but the header has %d columns", len(rec), t.width)}
 	}
@@ -184,8 +216,48 @@ func score(s string, line int, col string) (float64, error) {
 	return v, nil
 }
 
-// csvError turns a syntax error of encoding/csv into an *Error.
-func csvError(err error) error {
+// boundedReader passes its reader's bytes on until a line grows longer
+// than lim.lineBytes or the input longer than lim.bytes; from then on it
+// fails with an *Error naming the line.
+type boundedReader struct {
+	r       io.Reader
+	lim     limits
+	line    int // 1-based line of the next byte
+	lineLen int // bytes of that line so far
+	total   int
+	err     error // the bound crossed, once it is
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	for i, c := range p[:n] {
+		if b.total++; b.total > b.lim.bytes {
+			b.err = &Error{Line: b.line, Msg: fmt.Sprintf("the file is larger than %d bytes", b.lim.bytes)}
+			return i, nil
+		}
+		if c == '\n' {
+			b.line++
+			b.lineLen = 0
+			continue
+		}
+		if b.lineLen++; b.lineLen > b.lim.lineBytes {
+			b.err = &Error{Line: b.line, Msg: fmt.Sprintf("line longer than %d bytes (is this a CSV file?)", b.lim.lineBytes)}
+			return i, nil
+		}
+	}
+	return n, err
+}
+
+// csvError turns an error of encoding/csv into an *Error: the bound the
+// input crossed, if it did (csv may first stumble on the cut line), else
+// the syntax error.
+func (b *boundedReader) csvError(err error) error {
+	if b.err != nil {
+		return b.err
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		return &Error{Line: pe.Line, Msg: fmt.Sprintf("%v (byte %d)", pe.Err, pe.Column)}

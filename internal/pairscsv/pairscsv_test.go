@@ -2,6 +2,7 @@ package pairscsv
 
 import (
 	"errors"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -105,6 +106,62 @@ func TestReadPairsReadError(t *testing.T) {
 	}
 }
 
+// zeros is an endless stream of NUL bytes, like /dev/zero.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// newlines is an endless stream of blank lines, which csv skips.
+type newlines struct{}
+
+func (newlines) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '\n'
+	}
+	return len(p), nil
+}
+
+func TestReadBounds(t *testing.T) {
+	small := limits{lineBytes: 16, rows: 3, bytes: 64}
+	tests := []struct {
+		name string
+		give io.Reader
+		lim  limits
+		want string // the whole message
+	}{
+		{"endless NULs", zeros{}, defaultLimits(), "line 1: line longer than 4096 bytes (is this a CSV file?)"},
+		{"endless blank lines", newlines{}, defaultLimits(), "line 67108865: the file is larger than 67108864 bytes"},
+		{"long header", strings.NewReader("wm,env" + strings.Repeat(" ", 20) + "\n"), small, "line 1: line longer than 16 bytes (is this a CSV file?)"},
+		{"long data line", strings.NewReader("wm,env\n0.1,0.2\n0.1," + strings.Repeat("0", 20) + "\n"), small, "line 3: line longer than 16 bytes (is this a CSV file?)"},
+		{"long quoted field", strings.NewReader("wm,env\n0.1,\"" + strings.Repeat("\n", 70) + "\"\n"), small, "line 54: the file is larger than 64 bytes"},
+		{"too many rows", strings.NewReader("wm,env\n0,0\n0,0\n0,0\n0,0\n"), small, "line 5: more than 3 data rows"},
+		{"too many bytes", strings.NewReader("wm,env\n" + strings.Repeat("\n", 60) + "0,0\n"), small, "line 59: the file is larger than 64 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := readPairs(tt.give, tt.lim)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("readPairs error %v, want %q", err, tt.want)
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is not an *Error", err)
+			}
+		})
+	}
+	// The bounds are inclusive.
+	in := "wm,env\n0,0\n0,0\n0.1,0.123456789\n"
+	if _, _, err := readPairs(strings.NewReader(in), limits{lineBytes: 15, rows: 3, bytes: len(in)}); err != nil {
+		t.Fatalf("readPairs at the bounds: %v", err)
+	}
+	if _, err := ReadScores(zeros{}); err == nil || !strings.Contains(err.Error(), "line 1: line longer than") {
+		t.Fatalf("ReadScores(zeros) = %v", err)
+	}
+}
+
 func TestReadScores(t *testing.T) {
 	got, err := ReadScores(strings.NewReader("wm\r\n0.1\r\n1\r\n0\r\n"))
 	if err != nil {
@@ -158,6 +215,11 @@ func FuzzReadPairs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
+		// Small bounds, so that the fuzzer reaches them too.
+		small := limits{lineBytes: 32, rows: 8, bytes: 256}
+		if _, _, err := readPairs(strings.NewReader(in), small); err == nil && (len(in) > small.bytes || longestLine(in) > small.lineBytes) {
+			t.Fatalf("input of %d bytes, longest line %d, accepted within %+v", len(in), longestLine(in), small)
+		}
 		pairs, grouped, err := ReadPairs(strings.NewReader(in))
 		if err != nil {
 			if !strings.Contains(err.Error(), "line ") {
@@ -190,6 +252,12 @@ func FuzzReadScores(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
+		small := limits{lineBytes: 32, rows: 8, bytes: 256}
+		if vs, err := readScores(strings.NewReader(in), small); err == nil && (len(vs) > small.rows || len(in) > small.bytes || longestLine(in) > small.lineBytes) {
+			t.Fatalf("%d scores in %d bytes, longest line %d, accepted within %+v", len(vs), len(in), longestLine(in), small)
+		} else if err != nil && !strings.Contains(err.Error(), "line ") {
+			t.Fatalf("error without a line: %v", err)
+		}
 		vs, err := ReadScores(strings.NewReader(in))
 		if err != nil {
 			if !strings.Contains(err.Error(), "line ") {
@@ -206,6 +274,15 @@ func FuzzReadScores(f *testing.F) {
 			}
 		}
 	})
+}
+
+// longestLine is the length of the longest line of s, without its \n.
+func longestLine(s string) int {
+	n := 0
+	for _, l := range strings.Split(s, "\n") {
+		n = max(n, len(l))
+	}
+	return n
 }
 
 func TestExampleFiles(t *testing.T) {

@@ -368,3 +368,51 @@ func TestParams(t *testing.T) {
 		t.Error("Params(nope) ok")
 	}
 }
+
+// FuzzParse checks that Parse never panics on any text, that it rejects
+// with a *ParseError at a column of the text, and that a program it
+// accepts prints (String) to a text that parses to the same program.
+// The seeds below also run in a plain `go test`.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"standardize | ridge alpha=1",
+		"ridge",
+		"",
+		"|",
+		"ridge | ridge",
+		"standardize",
+		"ridge alpha=NaN",
+		"ridge alpha=1e999",
+		"ridge alpha=0x1p-3",
+		"ridge alpha=1 alpha=2",
+		"ridge =1",
+		"ridge\talpha=1\u00a0",
+		"standardize | standardize | standardize | standardize | standardize | standardize | standardize | standardize | ridge",
+		"\xff | ridge",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		p, err := Parse(text)
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Parse(%q): %v is not a *ParseError", text, err)
+			}
+			if n := len([]rune(text)); pe.Col < 1 || pe.Col > n+1 {
+				t.Fatalf("Parse(%q): column %d outside 1..%d", text, pe.Col, n+1)
+			}
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("Parse(%q) accepted an invalid program: %v", text, err)
+		}
+		q, err := Parse(p.String())
+		if err != nil {
+			t.Fatalf("Parse(%q) of the printed Parse(%q): %v", p.String(), text, err)
+		}
+		if !reflect.DeepEqual(p, q) {
+			t.Fatalf("Parse(%q) = %v, but its text parses to %v", text, p, q)
+		}
+	})
+}

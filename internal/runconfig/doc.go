@@ -4,9 +4,12 @@
 //
 // Parsing is strict: an unknown field, a duplicate field or a second YAML
 // document is an error, and every validation error names the field by its
-// path, as in "anchors.fraction: must be in [0,1], got 1.5". Omitted fields
-// keep the value of the base configuration (Default, or a preset), so a file
-// only needs the fields it changes.
+// path, as in "anchors.fraction: must be in [0,1], got 1.5". Parse and Load
+// report every invalid field of a document at once (an *Invalid error), each
+// with its line when the document set it: "mode: line 1: unknown mode ...;
+// steps: line 2: must be in [1,1000000], got 0". Omitted fields keep the
+// value of the base configuration (Default, or a preset), so a file only
+// needs the fields it changes. A document has at most MaxBytes.
 //
 // Presets: tiny (tests: a few small groups, seconds), demo (a short run that
 // finishes in minutes on two cores), small and default.

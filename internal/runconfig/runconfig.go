@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -195,60 +198,218 @@ func (c Config) FreeCapacity() int {
 	return c.Anchors.Capacity
 }
 
+// MaxBytes bounds a YAML configuration: a real one has a few hundred bytes.
+const MaxBytes = 1 << 20
+
 // Parse reads a YAML configuration over base: fields the document omits keep
-// base's values. Unknown fields are rejected. The result is validated.
+// base's values. Unknown fields are rejected. The result is validated, and
+// the error reports every invalid field (see Load).
 func Parse(base Config, data []byte) (Config, error) {
-	cfg, err := Decode(base, data)
+	cfg, err := Load(base, data, Overrides{})
 	if err != nil {
 		return Config{}, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+	return cfg, nil
+}
+
+// Overrides are fields set after the document (by command-line flags); nil
+// leaves the field as the document set it.
+type Overrides struct {
+	Name *string
+	Seed *uint64
+}
+
+// Load reads a YAML configuration over base as Decode does (no document
+// when data is nil), applies the overrides and validates the result. A
+// configuration with invalid fields is an *Invalid error naming every one,
+// with its line in the document when the document set it.
+func Load(base Config, data []byte, o Overrides) (Config, error) {
+	cfg := base
+	var doc *document
+	var problems []error
+	if data != nil {
+		var err error
+		cfg, doc, err = decode(base, data)
+		var inv *Invalid
+		switch {
+		case errors.As(err, &inv):
+			problems = inv.Problems
+		case err != nil:
+			return cfg, err
+		}
+	}
+	overridden := map[string]bool{}
+	if o.Name != nil {
+		cfg.Name, overridden["name"] = *o.Name, true
+	}
+	if o.Seed != nil {
+		cfg.Seed, overridden["seed"] = *o.Seed, true
+	}
+	for _, p := range cfg.Problems() {
+		var fe *fieldError
+		if doc != nil && errors.As(p, &fe) && !overridden[fe.path] {
+			if line, ok := doc.lines[fe.path]; ok {
+				p = bad(fe.path, "line %d: %s", line, fe.msg)
+			}
+		}
+		problems = append(problems, p)
+	}
+	if len(problems) > 0 {
+		return cfg, &Invalid{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// Invalid is a configuration with invalid fields: every problem, those of
+// the document first (in its order), then those of the values (in
+// Validate's order).
+type Invalid struct {
+	Problems []error
+}
+
+func (e *Invalid) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // Decode reads a YAML configuration over base as Parse does, strictly, but
 // does not validate the result, so that a caller can change fields (a name
-// or seed from flags) and then report every problem at once (Problems).
+// or seed from flags) and then report every problem at once (Problems, or
+// Load). A field the document cannot set (an unknown field, a value of the
+// wrong type, an unknown mode) does not stop the others: they are all
+// reported in an *Invalid error, each with its path and line, and the
+// configuration has every other field of the document.
 func Decode(base Config, data []byte) (Config, error) {
-	if err := checkMode(data); err != nil {
-		return Config{}, err
+	cfg, _, err := decode(base, data)
+	return cfg, err
+}
+
+// document is where a configuration document sets its fields: the line of
+// each field path ("anchors.fraction"), and the path of the value at each
+// line.
+type document struct {
+	lines  map[string]int
+	byLine map[int]string
+}
+
+func decode(base Config, data []byte) (Config, *document, error) {
+	if len(data) > MaxBytes {
+		return base, nil, fmt.Errorf("config: larger than %d bytes", MaxBytes)
 	}
-	cfg := base
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return Config{}, errors.New("config: empty document")
+			return base, nil, errors.New("config: empty document")
 		}
-		return Config{}, fmt.Errorf("config: %w", err)
+		return base, nil, fmt.Errorf("config: %w", err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return Config{}, errors.New("config: more than one YAML document")
+		return base, nil, errors.New("config: more than one YAML document")
 	}
-	return cfg, nil
+	doc := &document{lines: map[string]int{}, byLine: map[int]string{}}
+	var problems []error
+	if len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode {
+		problems = doc.walk(root.Content[0], reflect.TypeOf(Config{}), "")
+		problems = append(problems, checkMode(root.Content[0], base.Mode)...)
+	}
+	cfg := base
+	if err := root.Decode(&cfg); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return base, nil, fmt.Errorf("config: %w", err)
+		}
+		for _, msg := range te.Errors {
+			problems = append(problems, doc.typeError(msg))
+		}
+	}
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return lineOf(problems[i]) < lineOf(problems[j]) })
+		return cfg, doc, &Invalid{Problems: problems}
+	}
+	return cfg, doc, nil
+}
+
+// walk records the lines of the fields of a mapping decoded into t and
+// reports the keys t does not have (the decoder, not strict, skips them).
+// It follows aliases; its depth is that of Config's sections, so a cyclic
+// alias cannot loop.
+func (d *document) walk(m *yaml.Node, t reflect.Type, prefix string) []error {
+	var problems []error
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		path := prefix + k.Value
+		f, ok := yamlField(t, k.Value)
+		if !ok {
+			problems = append(problems, bad(path, "line %d: field %s not found", k.Line, k.Value))
+			continue
+		}
+		d.lines[path] = k.Line
+		if _, dup := d.byLine[v.Line]; !dup {
+			d.byLine[v.Line] = path
+		}
+		for v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		if v.Kind == yaml.MappingNode && f.Type.Kind() == reflect.Struct {
+			problems = append(problems, d.walk(v, f.Type, path+".")...)
+		}
+	}
+	return problems
+}
+
+// yamlField is the field of struct type t with the YAML key name.
+func yamlField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// typeError names the field of one of the YAML decoder's messages
+// ("line 3: cannot unmarshal !!str `ten` into int").
+func (d *document) typeError(msg string) error {
+	msg = strings.ReplaceAll(msg, "\n", `\n`) // the decoder quotes values as they are
+	var line int
+	if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
+		if path, ok := d.byLine[line]; ok {
+			return bad(path, "%s", msg)
+		}
+	}
+	return fmt.Errorf("config: %s", msg)
+}
+
+// lineOf is the line a problem names, or 0.
+func lineOf(err error) int {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "line "); ok {
+		var line int
+		if _, err := fmt.Sscanf(rest, "%d", &line); err == nil {
+			return line
+		}
+	}
+	return 0
 }
 
 // checkMode reports an invalid top-level mode with its field path and line
-// (the YAML decoder would report mode.Mode's error without either).
-func checkMode(data []byte) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil // the strict decode reports it
-	}
-	top := doc.Content[0]
-	if top.Kind != yaml.MappingNode {
-		return nil
-	}
+// and puts base's mode in its place, so that the YAML decoder (which would
+// stop at mode.Mode's error, without path or line) decodes the rest.
+func checkMode(top *yaml.Node, base mode.Mode) []error {
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
 		if k.Value != "mode" || v.Kind != yaml.ScalarNode {
 			continue
 		}
 		if _, err := mode.Parse(v.Value); err != nil {
-			return bad("mode", "line %d: %v", v.Line, err)
+			v.Value, v.Tag, v.Style = string(base), "!!str", 0
+			return []error{bad("mode", "line %d: %v", v.Line, err)}
 		}
 	}
 	return nil
@@ -266,6 +427,20 @@ const (
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// CheckName reports whether name is a valid run name: the rule of the
+// field name, which is also the run's workflow id and database key.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("at most %d characters, got %d", maxNameLen, len(name))
+	case !namePattern.MatchString(name):
+		return fmt.Errorf("letters, digits, '.', '_' and '-' only, starting with a letter or digit, got %q", name)
+	}
+	return nil
+}
 
 // fieldError is a validation error naming the field by its path.
 type fieldError struct {
@@ -314,13 +489,8 @@ func (c Config) Problems() []error {
 func (c Config) checks() []func() error {
 	return []func() error{
 		func() error {
-			switch {
-			case c.Name == "":
-				return bad("name", "must not be empty")
-			case len(c.Name) > maxNameLen:
-				return bad("name", "at most %d characters, got %d", maxNameLen, len(c.Name))
-			case !namePattern.MatchString(c.Name):
-				return bad("name", "letters, digits, '.', '_' and '-' only, starting with a letter or digit, got %q", c.Name)
+			if err := CheckName(c.Name); err != nil {
+				return bad("name", "%v", err)
 			}
 			return nil
 		},

@@ -2,8 +2,12 @@ package runconfig
 
 import (
 	"encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/mode"
@@ -65,9 +69,16 @@ func TestParseErrors(t *testing.T) {
 		{give: "steps: ten\n", want: "cannot unmarshal"},
 		{give: "mode: fast\n", want: "mode: line 1: unknown mode \"fast\""},
 		{give: "name: a\n---\nname: b\n", want: "more than one YAML document"},
-		{give: "anchors:\n  fraction: 1.5\n", want: "anchors.fraction: must be in [0,1], got 1.5"},
-		{give: "steps: 0\n", want: "steps: must be in [1,1000000], got 0"},
-		{give: "name: 'a/b'\n", want: "name: letters"},
+		{give: "anchors:\n  fraction: 1.5\n", want: "anchors.fraction: line 2: must be in [0,1], got 1.5"},
+		{give: "steps: 0\n", want: "steps: line 1: must be in [1,1000000], got 0"},
+		{give: "name: 'a/b'\n", want: "name: line 1: letters"},
+		{give: "steps: [1]\n", want: "steps: line 1: cannot unmarshal !!seq into int"},
+		{give: "anchors: 5\n", want: "anchors: line 1: cannot unmarshal !!int `5` into runconfig.Anchors"},
+		{give: "steps: 1\nsteps: 2\n", want: `line 2: mapping key "steps" already defined at line 1`},
+		{give: "- 1\n", want: "config: line 1: cannot unmarshal !!seq into runconfig.Config"},
+		{give: "steps: &a 1\ngroups: *b\n", want: "config: yaml: unknown anchor 'b' referenced"},
+		{give: strings.Repeat("#", MaxBytes+1), want: "config: larger than 1048576 bytes"},
+		{give: "debias: &d {method: pava}\nanchors: *d\n", want: "anchors.method: line 1: field method not found"},
 	}
 	for _, tt := range tests {
 		_, err := Parse(Default(), []byte(tt.give))
@@ -209,4 +220,94 @@ func TestBenchPresets(t *testing.T) {
 	if _, err := BenchPreset("huge"); err == nil || !strings.Contains(err.Error(), "tiny, small, full") {
 		t.Errorf("unknown preset: %v", err)
 	}
+}
+
+func TestParseReportsEveryField(t *testing.T) {
+	give := "mode: fast\nsteps: 0\ngroups: ten\nanchors:\n  fractoin: 1\n  fraction: 2\nsandbox:\n  kind: vm\n"
+	want := `mode: line 1: unknown mode "fast"`
+	_, err := Parse(Default(), []byte(give))
+	var inv *Invalid
+	if !errors.As(err, &inv) {
+		t.Fatalf("Parse = %v, want an *Invalid", err)
+	}
+	wantEach := []string{
+		"mode: line 1: ",
+		"groups: line 3: cannot unmarshal !!str `ten` into int",
+		"anchors.fractoin: line 5: field fractoin not found",
+		"steps: line 2: must be in [1,1000000], got 0",
+		"anchors.fraction: line 6: must be in [0,1], got 2",
+		`sandbox.kind: line 8: must be "docker", "process" or "auto", got "vm"`,
+	}
+	if len(inv.Problems) != len(wantEach) {
+		t.Fatalf("%d problems, want %d: %v", len(inv.Problems), len(wantEach), err)
+	}
+	for i, w := range wantEach {
+		if !strings.HasPrefix(inv.Problems[i].Error(), w) {
+			t.Errorf("problem %d = %q, want a prefix %q", i, inv.Problems[i], w)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q: want one line starting %q", err, want)
+	}
+}
+
+func TestLoadOverrides(t *testing.T) {
+	name, seed := "no spaces", uint64(7)
+	cfg, err := Load(Default(), []byte("name: ok\nseed: 1\nsteps: 0\n"), Overrides{Name: &name, Seed: &seed})
+	want := `name: letters, digits, '.', '_' and '-' only, starting with a letter or digit, got "no spaces"; steps: line 3: must be in [1,1000000], got 0`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load error %v, want %q", err, want)
+	}
+	if cfg.Seed != 7 || cfg.Name != name {
+		t.Fatalf("overrides not applied: %+v", cfg)
+	}
+	if _, err := Load(Default(), nil, Overrides{}); err != nil {
+		t.Fatalf("Load of no document: %v", err)
+	}
+}
+
+// FuzzParse checks that parsing and validating any document never panics,
+// that every error is one line, and that a configuration that validates
+// round-trips: marshalled to YAML and parsed again, it is the same.
+// The seeds below also run in a plain `go test`.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"name: exp-1\nmode: grpo\nanchors:\n  fraction: 0.5\nsandbox:\n  kind: process\n",
+		"mode: fast\nsteps: 0\ngroups: ten\n",
+		"anchors: 5\n",
+		"- 1\n",
+		"steps: 1\nsteps: 2\n",
+		"a: &x [*x]\n",
+		"<<: {steps: 3}\n",
+		"denoise:\n  rho_max: .inf\n",
+		"seed: 18446744073709551615\npolicy: {learning_rate: 1e-3}\n",
+		"",
+		"---\n---\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		base, _ := Preset("tiny")
+		cfg, err := Parse(base, []byte(in))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error of more than one line: %q", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("Parse accepted an invalid config: %v", err)
+		}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("marshal %+v: %v", cfg, err)
+		}
+		again, err := Parse(Default(), out)
+		if err != nil {
+			t.Fatalf("re-parse of\n%s: %v", out, err)
+		}
+		if !reflect.DeepEqual(again, cfg) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, again)
+		}
+	})
 }

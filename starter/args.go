@@ -1,0 +1,235 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/wmrl/wmrl/internal/runconfig"
+)
+
+// Exit statuses of wmrl.
+const (
+	exitOK      = 0
+	exitRuntime = 1 // the command failed
+	exitUsage   = 2 // the command line is wrong
+)
+
+// usageError is a wrong command line: an unknown command or flag, a wrong
+// number of arguments, an invalid flag or argument value. wmrl exits with
+// exitUsage on it.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// cobraUsage are the prefixes of the usage errors cobra makes itself
+// without a hook to mark them.
+var cobraUsage = []string{"unknown command ", "required flag(s) ", "if any flags in the group ", "none of the flags in the group "}
+
+// exitStatus is the exit status for err.
+func exitStatus(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	}
+	for _, p := range cobraUsage {
+		if strings.HasPrefix(err.Error(), p) {
+			return exitUsage
+		}
+	}
+	return exitRuntime
+}
+
+// oneLine makes a message one line: the lines of a multi-line error are
+// joined with "; ", so that every error is one line on stderr.
+func oneLine(msg string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// guardArgs makes every command of the tree under c report its argument
+// errors as usage errors, refuse invalid run names before doing anything
+// (a command whose usage line takes RUN checks its first argument, RUN...
+// all of them), and refuse unknown subcommands of a command group.
+func guardArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		guardArgs(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		// A group would print its help and succeed on any argument.
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", clipArg(args[0]), cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+		return
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	runs := 0 // how many leading arguments are run names (-1: all)
+	switch words := strings.Fields(c.Use); {
+	case len(words) > 1 && words[1] == "RUN":
+		runs = 1
+	case len(words) > 1 && words[1] == "RUN...":
+		runs = -1
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usagef("%s: %v (usage: %s)", cmd.Name(), err, cmd.UseLine())
+		}
+		for i, a := range args {
+			if runs >= 0 && i >= runs {
+				break
+			}
+			if err := checkRunName(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// checkRunName refuses what cannot be a run name, before any network call.
+func checkRunName(name string) error {
+	if err := runconfig.CheckName(name); err != nil {
+		return usagef("run name: %v", err)
+	}
+	return nil
+}
+
+// clipArg shortens a value quoted in an error message.
+func clipArg(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// intIn refuses an integer flag outside [lo, hi].
+func intIn(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return usagef("--%s %d: want %d..%d", name, v, lo, hi)
+	}
+	return nil
+}
+
+// durationIn refuses a duration flag outside [lo, hi].
+func durationIn(name string, v, lo, hi time.Duration) error {
+	if v < lo || v > hi {
+		return usagef("--%s %v: want %v..%v", name, v, lo, hi)
+	}
+	return nil
+}
+
+// floatIn refuses a float flag that is not finite or outside [lo, hi].
+func floatIn(name string, v, lo, hi float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < lo || v > hi {
+		return usagef("--%s %v: want a number in [%v, %v]", name, v, lo, hi)
+	}
+	return nil
+}
+
+// Bounds of the polling interval of the commands that follow a run.
+const (
+	minPoll = 100 * time.Millisecond
+	maxPoll = time.Hour
+)
+
+// parseWithNumbers parses cmd's flags out of args for a command with
+// DisableFlagParsing, so that a negative number ("-1") is a positional
+// argument: pflag would read it as the shorthand flag "1". It returns the
+// positional arguments and whether --help was asked for.
+func parseWithNumbers(cmd *cobra.Command, args []string) ([]string, bool, error) {
+	fs := cmd.Flags()
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if _, err := strconv.ParseFloat(a, 64); err == nil || !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if strings.Contains(a, "=") {
+			continue
+		}
+		var f *pflag.Flag
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			f = fs.Lookup(name)
+		} else if len(a) == 2 {
+			f = fs.ShorthandLookup(a[1:])
+		}
+		if f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	if err := fs.Parse(flags); err != nil {
+		return nil, false, &usageError{err}
+	}
+	help, _ := fs.GetBool("help")
+	return pos, help, nil
+}
+
+// Bounds of the step and row flags: a run has at most a million steps
+// (runconfig's steps), and a table is not printed past a million rows.
+const (
+	maxStep = 1_000_000
+	maxRows = 1_000_000
+)
+
+// readFileMax reads a file of at most max bytes: a larger one, or an
+// endless one such as /dev/zero, is refused after max bytes.
+func readFileMax(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, max)
+	}
+	return b, nil
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// TestHostileInput runs the real command tree on command lines a user (or
+// a script gone wrong) may type, and checks that each fails cleanly: no
+// panic, the exit status of its kind (2 usage, 1 failure), exactly one
+// line on stderr, nothing on stdout, and soon. The connection flags reach
+// no service, so a command that got past its checks fails to connect.
+func TestHostileInput(t *testing.T) {
+	dir := t.TempDir()
+	badConfig := writeFile(t, "bad.yaml", "mode: fast\nsteps: 0\ngroups: ten\nstepz: 1\n")
+	binary := writeFile(t, "binary.csv", "\x00\x1b[31m\xff\xfe,\x01\n\x02")
+	manyRows := writeFile(t, "many.csv", "wm,env\n"+strings.Repeat("0.5,0.5\n", 1<<20+1))
+	db := "--database-url=host=127.0.0.1 port=1 user=x dbname=x connect_timeout=1"
+	tests := []struct {
+		name string
+		give []string
+		want int    // exit status
+		msg  string // in the one line on stderr
+	}{
+		// From the issue.
+		{"bins 2^31", []string{"calibrate", "--pairs", examplePairs, "--bins", "2147483648"}, exitUsage, "--bins 2147483648: want 1..1000000"},
+		{"bins max int", []string{"calibrate", "--pairs", examplePairs, "--bins", "9223372036854775807"}, exitUsage, "--bins 9223372036854775807: want 1..1000000"},
+		{"bins over int", []string{"calibrate", "--pairs", examplePairs, "--bins", "9223372036854775808"}, exitUsage, `invalid argument "9223372036854775808" for "--bins"`},
+		{"pairs /dev/zero", []string{"calibrate", "--pairs", "/dev/zero"}, exitRuntime, "pairs file /dev/zero: line 1: line longer than 4096 bytes"},
+		{"apply /dev/zero", []string{"calibrate", "--pairs", examplePairs, "--apply", "/dev/zero"}, exitRuntime, "apply file /dev/zero: line 1: line longer"},
+		{"negative fraction", []string{"set-anchor-fraction", "r1", "-1"}, exitUsage, `anchor fraction "-1": want a number in [0,1]`},
+		{"negative fraction then flag", []string{"set-anchor-fraction", "r1", "-0.5", "--json"}, exitUsage, `anchor fraction "-0.5"`},
+		{"status empty run", []string{"status", ""}, exitUsage, "run name: must not be empty"},
+		// calibrate
+		{"bins zero", []string{"calibrate", "--pairs", examplePairs, "--bins", "0"}, exitUsage, "--bins 0: want 1..1000000"},
+		{"bins not a number", []string{"calibrate", "--pairs", examplePairs, "--bins", "x"}, exitUsage, `invalid argument "x" for "--bins"`},
+		{"min pairs huge", []string{"calibrate", "--pairs", examplePairs, "--min-pairs", "99999999999"}, exitUsage, "--min-pairs 99999999999: want 0..1048576"},
+		{"window negative", []string{"calibrate", "--pairs", examplePairs, "--window", "-1"}, exitUsage, "--window -1: want 0..1048576"},
+		{"method", []string{"calibrate", "--pairs", examplePairs, "--method", "spline"}, exitUsage, `--method: "spline"`},
+		{"no pairs flag", []string{"calibrate"}, exitUsage, `required flag(s) "pairs" not set`},
+		{"pairs binary", []string{"calibrate", "--pairs", binary}, exitRuntime, "line 1: header: unknown column"},
+		{"pairs too many rows", []string{"calibrate", "--pairs", manyRows}, exitRuntime, "line 1048578: more than 1048576 data rows"},
+		{"pairs missing", []string{"calibrate", "--pairs", dir + "/none.csv"}, exitRuntime, "no such file"},
+		{"pairs a directory", []string{"calibrate", "--pairs", dir}, exitRuntime, "is a directory"},
+		{"calibrate argument", []string{"calibrate", "--pairs", examplePairs, "extra"}, exitUsage, `unknown command "extra" for "wmrl calibrate"`},
+		// run names
+		{"status newline run", []string{"status", "a\nb"}, exitUsage, `run name: letters, digits, '.', '_' and '-' only, starting with a letter or digit, got "a\nb"`},
+		{"status long run", []string{"status", strings.Repeat("r", 1000)}, exitUsage, "run name: at most 64 characters, got 1000"},
+		{"status flag-like run", []string{"status", "--", "-r"}, exitUsage, "run name: letters"},
+		{"status two runs", []string{"status", "a", "b"}, exitUsage, "status: accepts 1 arg(s), received 2"},
+		{"status no run", []string{"status"}, exitUsage, "status: accepts 1 arg(s), received 0"},
+		{"pause empty run", []string{"pause", ""}, exitUsage, "run name: must not be empty"},
+		{"resume slash run", []string{"resume", "a/b"}, exitUsage, "run name: letters"},
+		{"stop empty run", []string{"stop", ""}, exitUsage, "run name: must not be empty"},
+		{"inspect empty run", []string{"inspect", ""}, exitUsage, "run name: must not be empty"},
+		{"anchors empty run", []string{"worldmodel", "anchors", "ok", ""}, exitUsage, "run name: must not be empty"},
+		{"set fraction empty run", []string{"set-anchor-fraction", "", "0.5"}, exitUsage, "run name: must not be empty"},
+		{"set fraction NaN", []string{"set-anchor-fraction", "r1", "NaN"}, exitUsage, `anchor fraction "NaN"`},
+		{"set fraction overflow", []string{"set-anchor-fraction", "r1", "1e999"}, exitUsage, `anchor fraction "1e999"`},
+		{"set fraction one arg", []string{"set-anchor-fraction", "r1"}, exitUsage, "set-anchor-fraction: accepts 2 arg(s), received 1"},
+		{"set fraction unknown flag", []string{"set-anchor-fraction", "--bogus", "r1", "0.5"}, exitUsage, "unknown flag: --bogus"},
+		// counts, steps, durations
+		{"inspect step negative", []string{"inspect", "r1", "--step", "-1", db}, exitUsage, "--step -1: want 0..1000000"},
+		{"inspect limit negative", []string{"inspect", "r1", "--limit", "-1", db}, exitUsage, "--limit -1: want 0..1000000"},
+		{"list limit negative", []string{"list", "--limit", "-5", db}, exitUsage, "--limit -5: want 0..1000000"},
+		{"status poll zero", []string{"status", "r1", "--poll", "0s", db}, exitUsage, "--poll 0s: want 100ms..1h0m0s"},
+		{"run poll negative", []string{"run", "--preset", "tiny", "--poll", "-1s", db}, exitUsage, "--poll -1s: want 100ms..1h0m0s"},
+		{"anchors every zero", []string{"worldmodel", "anchors", "r1", "--every", "0", db}, exitUsage, "--every 0: want 1..1000000"},
+		{"anchors no run", []string{"worldmodel", "anchors"}, exitUsage, "anchors: requires at least 1 arg(s), only received 0"},
+		{"bench seeds zero", []string{"bench", "reproduce", "--seeds", "0", db}, exitUsage, "--seeds 0: want 1..1000"},
+		{"bench seeds huge", []string{"bench", "reproduce", "--seeds", "1000000000", db}, exitUsage, "--seeds 1000000000: want 1..1000"},
+		{"bench steps negative", []string{"bench", "reproduce", "--steps", "-1", db}, exitUsage, "--steps -1: want 0..1000000"},
+		{"bench poll tiny", []string{"bench", "reproduce", "--poll", "1ns", db}, exitUsage, "--poll 1ns: want 100ms..1h0m0s"},
+		{"bench modes", []string{"bench", "reproduce", "--modes", "wmrl,bogus", db}, exitUsage, "--modes:"},
+		{"bench preset", []string{"bench", "reproduce", "--preset", "huge", db}, exitUsage, "--preset:"},
+		{"bench config /dev/zero", []string{"bench", "reproduce", "--config", "/dev/zero", db}, exitRuntime, "--config: /dev/zero: larger than 1048576 bytes"},
+		{"fit samples zero", []string{"worldmodel", "fit", "--samples-per-task", "0"}, exitUsage, "--samples-per-task 0: want 1..10000"},
+		{"fit lambda NaN", []string{"worldmodel", "fit", "--lambda", "NaN"}, exitUsage, "--lambda NaN: want a number in [0, 1e+06]"},
+		{"eval samples huge", []string{"worldmodel", "eval", "--samples-per-task", "2147483648"}, exitUsage, "--samples-per-task 2147483648: want 1..10000"},
+		{"eval split", []string{"worldmodel", "eval", "--split", "test"}, exitUsage, `--split must be train or heldout, got "test"`},
+		{"eval model /dev/zero", []string{"worldmodel", "eval", "--model", "/dev/zero"}, exitRuntime, "read world model: /dev/zero: larger than 16777216 bytes"},
+		{"exec no program", []string{"exec", "--task", "t"}, exitUsage, "--task and --program are required"},
+		{"exec long task", []string{"exec", "--task", strings.Repeat("t", 300), "--program", "ridge"}, exitUsage, "--task: 300 bytes, want a task id of 1..256"},
+		{"exec deadline", []string{"exec", "--task", "t", "--program", "ridge", "--deadline", "-1s"}, exitUsage, "sandbox limits (--memory, --cpus, --pids, --deadline): "},
+		{"exec memory", []string{"exec", "--task", "t", "--program", "ridge", "--memory", "-1"}, exitUsage, "sandbox limits"},
+		{"suite show empty", []string{"suite", "show", ""}, exitUsage, "TASK: 0 bytes, want a task id of 1..256"},
+		{"bench id", []string{"bench", "reproduce", "--id", "a b", db}, exitUsage, "--id: letters"},
+		{"exec huge program", []string{"exec", "--task", "t", "--program", strings.Repeat("x", 1<<20)}, exitUsage, "--program: 1048576 bytes, want at most 65536"},
+		// run configurations
+		{"run config /dev/zero", []string{"run", "--config", "/dev/zero", db}, exitRuntime, "read config: /dev/zero: larger than 1048576 bytes"},
+		{"run config every field", []string{"run", "--config", badConfig, db}, exitRuntime,
+			`mode: line 1: unknown mode "fast"`},
+		{"run config missing", []string{"run", "--config", dir + "/none.yaml", db}, exitRuntime, "read config: open"},
+		{"run neither", []string{"run", db}, exitUsage, "give --config FILE or --preset NAME"},
+		{"run preset", []string{"run", "--preset", "huge", db}, exitUsage, `--preset: unknown preset "huge"`},
+		{"run name", []string{"run", "--preset", "tiny", "--name", "", db}, exitUsage, "--name: must not be empty"},
+		{"run seed", []string{"run", "--preset", "tiny", "--seed", "-1", db}, exitUsage, `invalid argument "-1" for "--seed"`},
+		// the command line itself
+		{"unknown command", []string{"bogus"}, exitUsage, `unknown command "bogus" for "wmrl"`},
+		{"unknown subcommand", []string{"suite", "bogus"}, exitUsage, `unknown command "bogus" for "wmrl suite"`},
+		{"unknown bench subcommand", []string{"bench", "bogus"}, exitUsage, `unknown command "bogus" for "wmrl bench"`},
+		{"unknown flag", []string{"list", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{"unknown shorthand", []string{"status", "-x", "r1"}, exitUsage, "unknown shorthand flag: 'x' in -x"},
+		{"flag without value", []string{"list", "--limit"}, exitUsage, "flag needs an argument: --limit"},
+		{"newline in flag", []string{"list", "--a\nb"}, exitUsage, "unknown flag: --a; b"},
+		{"suite show two", []string{"suite", "show", "a", "b"}, exitUsage, "show: accepts 1 arg(s), received 2"},
+		{"migrate argument", []string{"migrate", "now"}, exitUsage, `unknown command "now" for "wmrl migrate"`},
+		// failures past the checks
+		{"list unreachable", []string{"list", db}, exitRuntime, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			start := time.Now()
+			got := run(newRootCmd, tt.give, &out, &errOut)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v", d)
+			}
+			stderr := errOut.String()
+			if got != tt.want {
+				t.Errorf("exit status %d, want %d (stderr %q)", got, tt.want, stderr)
+			}
+			if out.Len() > 0 {
+				t.Errorf("stdout %q, want nothing", out.String())
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") || !strings.HasPrefix(stderr, "wmrl: ") {
+				t.Errorf("stderr %q, want one line starting wmrl: ", stderr)
+			}
+			if strings.Contains(stderr, "internal error") || strings.Contains(stderr, "goroutine ") {
+				t.Errorf("panic: %q", stderr)
+			}
+			if !strings.Contains(stderr, tt.msg) {
+				t.Errorf("stderr %q lacks %q", stderr, tt.msg)
+			}
+		})
+	}
+}
+
+func TestRunRecovers(t *testing.T) {
+	tests := []struct {
+		give func() error
+		want int
+		msg  string
+	}{
+		{func() error { panic("boom\nat line 2") }, exitRuntime, "wmrl: internal error: boom; at line 2\n"},
+		{func() error { return errors.New("failed:\n  a\n  b") }, exitRuntime, "wmrl: failed: a; b\n"},
+		{func() error { return usagef("--x 3: want 1..2") }, exitUsage, "wmrl: --x 3: want 1..2\n"},
+		{func() error { return nil }, exitOK, ""},
+	}
+	for _, tt := range tests {
+		newRoot := func() *cobra.Command {
+			return &cobra.Command{Use: "wmrl", SilenceErrors: true, SilenceUsage: true,
+				RunE: func(*cobra.Command, []string) error { return tt.give() }}
+		}
+		var out, errOut bytes.Buffer
+		if got := run(newRoot, nil, &out, &errOut); got != tt.want || errOut.String() != tt.msg || out.Len() > 0 {
+			t.Errorf("run = %d, stderr %q, stdout %q; want %d, %q", got, errOut.String(), out.String(), tt.want, tt.msg)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if got := run(newRootCmd, []string{"--version"}, &out, &errOut); got != exitOK || errOut.Len() > 0 {
+		t.Fatalf("--version: %d, stderr %q", got, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "wmrl version ") || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	rev := debug.BuildSetting{Key: "vcs.revision", Value: "2bf594f98060e6f06c5a7970304b99aa8d079151"}
+	tests := []struct {
+		give debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{}, "(devel)"},
+		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{rev}}, "(devel) 2bf594f98060"},
+		{debug.BuildInfo{Settings: []debug.BuildSetting{rev, {Key: "vcs.modified", Value: "true"}}}, "(devel) 2bf594f98060 (modified)"},
+	}
+	for _, tt := range tests {
+		if got := buildVersion(&tt.give); got != tt.want {
+			t.Errorf("buildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestParseWithNumbers(t *testing.T) {
+	tests := []struct {
+		give     []string
+		want     []string
+		wantJSON bool
+		wantHelp bool
+	}{
+		{give: []string{"r1", "-1"}, want: []string{"r1", "-1"}},
+		{give: []string{"r1", "-1e-3", "--json"}, want: []string{"r1", "-1e-3"}, wantJSON: true},
+		{give: []string{"--json", "r1", "-.5"}, want: []string{"r1", "-.5"}, wantJSON: true},
+		{give: []string{"--address", "-1", "r1", "0.5"}, want: []string{"r1", "0.5"}},
+		{give: []string{"--address=127.0.0.1:1", "r1", "-Inf"}, want: []string{"r1", "-Inf"}},
+		{give: []string{"--", "-r1", "--json"}, want: []string{"-r1", "--json"}},
+		{give: []string{"-h"}, wantHelp: true},
+		{give: []string{"r1", "-", "1"}, want: []string{"r1", "-", "1"}},
+	}
+	for _, tt := range tests {
+		cmd := newSetAnchorFractionCmd()
+		cmd.InitDefaultHelpFlag()
+		got, help, err := parseWithNumbers(cmd, tt.give)
+		if err != nil {
+			t.Errorf("parseWithNumbers(%q): %v", tt.give, err)
+			continue
+		}
+		asJSON, _ := cmd.Flags().GetBool("json")
+		if !slices.Equal(got, tt.want) || help != tt.wantHelp || asJSON != tt.wantJSON {
+			t.Errorf("parseWithNumbers(%q) = %q, help %v, json %v; want %q, %v, %v", tt.give, got, help, asJSON, tt.want, tt.wantHelp, tt.wantJSON)
+		}
+	}
+}
