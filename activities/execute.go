@@ -9,6 +9,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/grpoloop"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -96,7 +97,7 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if err != nil {
 		return ExecuteResponse{}, invalid(err)
 	}
-	res, err := a.run(ctx, task, t.Program, ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
+	res, err := a.run(ctx, task, t.Program, plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
 	if err != nil {
 		return ExecuteResponse{}, fmt.Errorf("execute %s: %w", req.key(), err)
 	}

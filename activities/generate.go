@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/store"
@@ -45,7 +46,7 @@ type GenerateResponse struct {
 }
 
 // Generate samples the group's n programs from checkpoint s and stores them
-// as trajectories. The task is a training task chosen by TaskIndex, sample
+// as trajectories. The task is a training task chosen by plan.TaskIndex, sample
 // i uses policy.SampleSeed(seed, step, group, i): a retry stores nothing new.
 func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (GenerateResponse, error) {
 	if err := req.Validate(); err != nil {
@@ -59,7 +60,7 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if len(train) == 0 {
 		return GenerateResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", req.SuiteSeed))
 	}
-	task := train[TaskIndex(req.Seed, req.Step, req.Group, len(train))]
+	task := train[plan.TaskIndex(req.Seed, req.Step, req.Group, len(train))]
 	p, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
 	if err != nil {
 		return GenerateResponse{}, err

@@ -4,8 +4,8 @@
 //
 // It mirrors the small preset (runconfig.BenchPreset("small")): G groups of
 // n programs per step, the preset's hidden size, the default suite, the
-// workflow's initial policy (the same init seed derivation as CreateRun) and
-// the workflow's choice of a group's training task (activities.TaskIndex,
+// workflow's initial policy (plan.InitSeed, as CreateRun) and
+// the workflow's choice of a group's training task (plan.TaskIndex,
 // laid out so that grpoloop's cyclic TaskOf picks exactly that task). For
 // each learning rate and run seed it trains for -steps steps and measures
 // the held-out score (avg@n by real execution) on ALL held-out tasks every
@@ -33,12 +33,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/grpoloop"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/suite"
 )
 
@@ -48,10 +47,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// initTag is the tag CreateRun derives a run's initial policy seed with
-// (activities.tagInit, unexported there).
-const initTag = "wmrl/policy/init"
 
 // StepStat is what one training step sampled and scored.
 type StepStat struct {
@@ -219,7 +214,7 @@ func run() error {
 		for _, rs := range seeds {
 			pcfg := policy.DefaultConfig(policy.ProgramGrammar{}, len(train[0].Card.Vector()))
 			pcfg.Hidden, pcfg.LearningRate, pcfg.KLCoef = cfg.Policy.Hidden, lr, cfg.Policy.KLCoef
-			p, err := policy.Init(pcfg, policy.ProgramGrammar{}, seed.Derive(seed.String(initTag), rs))
+			p, err := policy.Init(pcfg, policy.ProgramGrammar{}, plan.InitSeed(rs))
 			if err != nil {
 				return fmt.Errorf("lr %g seed %d: %w", lr, rs, err)
 			}
@@ -285,12 +280,12 @@ func run() error {
 // WorkflowTasks lays out the training task ids so that grpoloop's cyclic
 // choice (step·G + g) mod len picks, for every step below steps, the task
 // the workflow's Generate picks for group g of that step
-// (activities.TaskIndex).
+// (plan.TaskIndex).
 func WorkflowTasks(train []*suite.Task, runSeed uint64, steps, groups int) []string {
 	ids := make([]string, 0, steps*groups)
 	for st := range steps {
 		for g := range groups {
-			ids = append(ids, train[activities.TaskIndex(runSeed, st, g, len(train))].ID)
+			ids = append(ids, train[plan.TaskIndex(runSeed, st, g, len(train))].ID)
 		}
 	}
 	return ids

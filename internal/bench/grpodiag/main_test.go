@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/grpoloop"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/suite"
 )
 
@@ -72,7 +72,7 @@ func TestWorkflowTasks(t *testing.T) {
 	for st := range steps {
 		for g := range groups {
 			got := ids[(st*groups+g)%len(ids)]
-			want := train[activities.TaskIndex(runSeed, st, g, len(train))].ID
+			want := train[plan.TaskIndex(runSeed, st, g, len(train))].ID
 			if got != want {
 				t.Errorf("step %d group %d: task %s, want %s", st, g, got, want)
 			}
