@@ -6,7 +6,6 @@ import (
 
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
-	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -88,15 +87,11 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 func samplePrograms(p *policy.Policy, card []float64, n int, seedOf func(int) uint64) ([]string, error) {
 	out := make([]string, n)
 	for i := range out {
-		smp, err := p.Sample(card, seedOf(i))
+		_, text, err := p.SampleProgram(card, seedOf(i))
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
-		prog, err := program.Decode(smp.Tokens)
-		if err != nil {
-			return nil, fmt.Errorf("sample %d: decode: %w", i, err)
-		}
-		out[i] = prog.String()
+		out[i] = text
 	}
 	return out, nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/wmrl/wmrl/internal/advantage"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/policy"
-	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -198,13 +197,9 @@ func ExecSeed(sd uint64) uint64 { return seed.Derive(seed.String(execTag), sd) }
 // and sample seed sd: the tokens, their log-probability and the decoded
 // program text (the other fields of the Trajectory are left zero).
 func SampleProgram(p *policy.Policy, card []float64, sd uint64) (Trajectory, error) {
-	smp, err := p.Sample(card, sd)
+	smp, text, err := p.SampleProgram(card, sd)
 	if err != nil {
 		return Trajectory{}, err
 	}
-	prog, err := program.Decode(smp.Tokens)
-	if err != nil {
-		return Trajectory{}, fmt.Errorf("decode sample: %w", err)
-	}
-	return Trajectory{Seed: sd, Tokens: smp.Tokens, Program: prog.String(), LogProb: smp.LogProb}, nil
+	return Trajectory{Seed: sd, Tokens: smp.Tokens, Program: text, LogProb: smp.LogProb}, nil
 }
