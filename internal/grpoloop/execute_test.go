@@ -123,7 +123,7 @@ func TestHeldOutMatchesDefinition(t *testing.T) {
 		var sum float64
 		for i, text := range ts.Programs {
 			want := 0.0
-			job := executor.NewJob(tk, text, ExecSeed(HeldOutSeed(cfg.Seed, tk.ID, i)))
+			job := executor.NewJob(tk, text, HeldOutExecSeed(HeldOutSeed(cfg.Seed, tk.ID, i)))
 			if _, over := budget.OverBudget(job, cfg.Exec.Budget); !over {
 				r, err := executor.Run(ctx, job)
 				if err != nil {
