@@ -6,18 +6,11 @@ import (
 )
 
 // Purpose tags, so that the run's seeds for different uses never collide.
-const (
-	TagInit = "wmrl/policy/init"
-	TagTask = "wmrl/task"
-	TagExec = "wmrl/exec"
-	TagEval = "wmrl/eval"
-)
-
 var (
-	tagInit = seed.String(TagInit)
-	tagTask = seed.String(TagTask)
-	tagExec = seed.String(TagExec)
-	tagEval = seed.String(TagEval)
+	tagInit = seed.String("wmrl/policy/init")
+	tagTask = seed.String("wmrl/task")
+	tagExec = seed.String("wmrl/exec")
+	tagEval = seed.String("wmrl/eval")
 )
 
 // TaskIndex is the index, among the suite's training tasks, of the task of
