@@ -17,7 +17,6 @@ import (
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -140,27 +139,6 @@ func (a *Activities) suite(ctx context.Context, suiteSeed uint64) (*suite.Suite,
 		return nil, fmt.Errorf("suite %d: %w", suiteSeed, err)
 	}
 	return s, nil
-}
-
-// Seed purposes, so that the run's seeds for different uses never collide.
-var (
-	tagInit = seed.String("wmrl/policy/init")
-	tagTask = seed.String("wmrl/task")
-	tagExec = seed.String("wmrl/exec")
-	tagEval = seed.String("wmrl/eval")
-)
-
-// TaskIndex is the index, among the suite's training tasks, of the task of
-// group g at step s: a hash of (run seed, step, group) modulo the number of
-// training tasks.
-func TaskIndex(runSeed uint64, step, group, tasks int) int {
-	return int(seed.Derive(tagTask, runSeed, uint64(step), uint64(group)) % uint64(tasks))
-}
-
-// ExecSeed is the seed of the real execution of a trajectory (the pipeline's
-// own random choices).
-func ExecSeed(runSeed uint64, step, group, sample int) uint64 {
-	return seed.Derive(tagExec, runSeed, uint64(step), uint64(group), uint64(sample))
 }
 
 // policyConfig is the built-in policy's configuration for a run.

@@ -32,7 +32,7 @@
 // wall-clock deadline kill, which depends on the machine's speed and load.
 // So a program whose estimated cost (tabular.EstimateCost) exceeds the run's
 // sandbox budget is scored as a timeout without running, the same way on
-// every machine (grpoloop.OverBudget), and the sandbox deadline is a
+// every machine (budget.OverBudget), and the sandbox deadline is a
 // generous safety net far above what the budget admits. With that, two runs
 // of the same seed give the same checkpoint hashes, crashed or not; should a
 // deadline still fire, that one score is timing-dependent.

@@ -6,9 +6,8 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/wmrl/wmrl/internal/policy"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/sandbox"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -109,11 +108,9 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	if err != nil {
 		return EvaluateResponse{}, err
 	}
-	evalSeed := seed.Derive(tagEval, req.Seed)
-	taskKey := seed.String(task.ID)
-	version := uint64(req.Checkpoint.Version)
+	version := req.Checkpoint.Version
 	progs, err := samplePrograms(p, task.Card.Vector(), req.Samples, func(i int) uint64 {
-		return policy.SampleSeed(evalSeed, version, taskKey, uint64(i))
+		return plan.EvalSampleSeed(req.Seed, version, task.ID, i)
 	})
 	if err != nil {
 		return EvaluateResponse{}, fmt.Errorf("task %s: %w", task.ID, err)
@@ -127,7 +124,7 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	}
 	resp.Resumed = start
 	for i := start; i < len(progs); i++ {
-		res, err := a.run(ctx, task, progs[i], seed.Derive(tagEval, req.Seed, version, taskKey, uint64(i)), req.Limits, req.Budget)
+		res, err := a.run(ctx, task, progs[i], plan.EvalExecSeed(req.Seed, version, task.ID, i), req.Limits, req.Budget)
 		if err != nil {
 			return EvaluateResponse{}, fmt.Errorf("evaluate %s sample %d: %w", task.ID, i, err)
 		}

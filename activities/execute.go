@@ -7,8 +7,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/budget"
 	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/grpoloop"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -96,7 +97,7 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if err != nil {
 		return ExecuteResponse{}, invalid(err)
 	}
-	res, err := a.run(ctx, task, t.Program, ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
+	res, err := a.run(ctx, task, t.Program, plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
 	if err != nil {
 		return ExecuteResponse{}, fmt.Errorf("execute %s: %w", req.key(), err)
 	}
@@ -109,13 +110,12 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 
 // run executes one program of a task in the sandbox, heartbeating while it
 // runs. A program whose estimated cost exceeds budget (> 0) is scored as a
-// timeout without running (grpoloop.OverBudget), the same on every machine.
+// timeout without running (budget.OverBudget), the same on every machine.
 func (a *Activities) run(ctx context.Context, task *suite.Task, prog string, execSeed uint64, limits sandbox.Limits,
-	budget float64) (executor.Result, error) {
+	maxCost float64) (executor.Result, error) {
 	job := &executor.Job{TaskID: task.ID, Program: prog, Data: task.Data, Leaderboard: task.Leaderboard, Seed: execSeed}
-	if est, over := grpoloop.OverBudget(job, budget); over {
-		return executor.Failed(executor.StatusTimeout,
-			fmt.Sprintf("estimated cost %.3g work units exceeds the budget of %.3g", est, budget)), nil
+	if est, over := budget.OverBudget(job, maxCost); over {
+		return budget.Refusal(est, maxCost), nil
 	}
 	sreq, err := sandbox.NewRequest(job, limits)
 	if err != nil {

@@ -1,136 +1,27 @@
 package activities
 
 import (
-	"math"
+	"reflect"
 	"testing"
 
-	"github.com/wmrl/wmrl/internal/advantage"
-	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
-func fp(v float64) *float64 { return &v }
-
-// fuseFixture is a step of two groups of three: group 0 is the anchor group
-// (all executed), group 1 a world-model group of which one trajectory was
-// executed too (as in grpo, where every group is) and one failed to run.
-func fuseFixture() []store.Trajectory {
-	traj := func(g, s int, wm float64, env *float64) store.Trajectory {
-		t := store.Trajectory{Solution: store.Solution{Key: store.Key{Run: "r", Step: 0, Group: g, Sample: s},
-			TaskID: "t", Program: "p"}, WMScore: fp(wm)}
-		if env != nil {
-			t.Exec = &executor.Result{Status: executor.StatusOK, Score: *env}
-		}
-		return t
+func TestTrajectoriesOf(t *testing.T) {
+	wm := 0.25
+	ts := []store.Trajectory{
+		{Solution: store.Solution{Key: store.Key{Run: "r", Step: 2, Group: 1, Sample: 0}, TaskID: "t", Program: "mean"},
+			WMScore: &wm, Exec: &executor.Result{Status: executor.StatusOK, Score: 0.75}},
+		{Solution: store.Solution{Key: store.Key{Run: "r", Step: 2, Group: 1, Sample: 1}, TaskID: "t", Program: "knn"}},
 	}
-	return []store.Trajectory{
-		traj(0, 0, 0.2, fp(0.6)), traj(0, 1, 0.4, fp(0.9)), traj(0, 2, 0.3, fp(0.5)),
-		traj(1, 0, 0.1, fp(0.8)), traj(1, 1, 0.5, nil), traj(1, 2, 0.9, fp(0.7)),
+	env := 0.75
+	want := []fusion.Trajectory{
+		{Group: 1, Sample: 0, TaskID: "t", Program: "mean", WM: &wm, Env: &env},
+		{Group: 1, Sample: 1, TaskID: "t", Program: "knn"},
 	}
-}
-
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
-
-func TestFuseStepRewardsPerMode(t *testing.T) {
-	m := isotonic.Map{X: []float64{0, 1}, Y: []float64{0.2, 0.4}} // f̂(x) = 0.2 + 0.2x
-	cal := func(x float64) float64 { return 0.2 + 0.2*x }
-	tests := []struct {
-		give       mode.Mode
-		wantReward []float64
-		wantGraded []bool
-		wantAnchor []bool
-	}{
-		{mode.GRPO, []float64{0.6, 0.9, 0.5, 0.8, 0, 0.7}, []bool{true, true, true, true, false, true}, make([]bool, 6)},
-		{mode.WM, []float64{0.2, 0.4, 0.3, 0.1, 0.5, 0.9}, []bool{true, true, true, true, true, true}, make([]bool, 6)},
-		{mode.Mix, []float64{0.6, 0.9, 0.5, 0.1, 0.5, 0.9}, []bool{true, true, true, true, true, true},
-			[]bool{true, true, true, false, false, false}},
-		{mode.Debias, []float64{0.6, 0.9, 0.5, cal(0.1), cal(0.5), cal(0.9)}, []bool{true, true, true, true, true, true},
-			[]bool{true, true, true, false, false, false}},
-		{mode.Denoise, []float64{0.6, 0.9, 0.5, 0.1, 0.5, 0.9}, []bool{true, true, true, true, true, true},
-			[]bool{true, true, true, false, false, false}},
-		{mode.WMRL, []float64{0.6, 0.9, 0.5, cal(0.1), cal(0.5), cal(0.9)}, []bool{true, true, true, true, true, true},
-			[]bool{true, true, true, false, false, false}},
-	}
-	dcfg := denoise.Config{HalfLife: 4, WarmUp: 1}
-	acfg := advantage.Default()
-	for _, tt := range tests {
-		var anchors []int
-		if tt.give.Pieces().Anchors {
-			anchors = []int{0}
-		}
-		b, st, stats := FuseStep(fuseFixture(), tt.give, anchors, m, denoise.State{}, dcfg, acfg)
-		var wsum float64
-		for i, it := range b.Items {
-			if it.Graded != tt.wantGraded[i] || (it.Graded && !near(it.Reward, tt.wantReward[i])) || it.Anchor != tt.wantAnchor[i] {
-				t.Errorf("%s item %d: %+v, want reward %v graded %v anchor %v", tt.give, i, it, tt.wantReward[i], tt.wantGraded[i], tt.wantAnchor[i])
-			}
-			if !it.Graded && (it.Weight != 0 || it.Advantage != 0) {
-				t.Errorf("%s item %d: ungraded trajectory has weight %v advantage %v", tt.give, i, it.Weight, it.Advantage)
-			}
-			wsum += it.Weight
-		}
-		if !near(wsum, 1) {
-			t.Errorf("%s: weights sum to %v", tt.give, wsum)
-		}
-		// Group 0's advantages by hand: rewards 0.6, 0.9, 0.5.
-		mean := (0.6 + 0.9 + 0.5) / 3
-		sd := math.Sqrt((math.Pow(0.6-mean, 2) + math.Pow(0.9-mean, 2) + math.Pow(0.5-mean, 2)) / 3)
-		if tt.give != mode.WM && !near(b.Items[1].Advantage, (0.9-mean)/(sd+acfg.Eps)) {
-			t.Errorf("%s: advantage of group 0 sample 1 = %v, want %v", tt.give, b.Items[1].Advantage, (0.9-mean)/(sd+acfg.Eps))
-		}
-		wantRho := 1.0
-		if tt.give.Pieces().Denoise {
-			// One group pushed with warm-up 1: η̂² = η̂²_cal, so ρ = 2.
-			wantRho = 2
-			if st.Groups != 1 || stats.S2Groups != 1 {
-				t.Errorf("%s: denoiser state %+v, s2 groups %d", tt.give, st, stats.S2Groups)
-			}
-		} else if st != (denoise.State{}) {
-			t.Errorf("%s: denoiser state changed to %+v", tt.give, st)
-		}
-		if b.Rho != wantRho {
-			t.Errorf("%s: rho %v, want %v", tt.give, b.Rho, wantRho)
-		}
-		// Anchor trajectories weigh ρ against 1 for the others.
-		if tt.wantAnchor[0] && !near(b.Items[0].Weight/b.Items[3].Weight, wantRho) {
-			t.Errorf("%s: weight ratio anchor/wm = %v, want %v", tt.give, b.Items[0].Weight/b.Items[3].Weight, wantRho)
-		}
-		if tt.give == mode.GRPO && (stats.Ungraded != 1 || stats.Graded != 5) {
-			t.Errorf("grpo stats %+v", stats)
-		}
-	}
-}
-
-func TestFuseStepDenoiseUsesCalibratedScores(t *testing.T) {
-	// In wmrl the anchor group's s² compares calibrated WM scores with real
-	// ones; in denoise (no debiasing) the raw scores. A map that fixes the
-	// WM's distortion lowers s².
-	ts := fuseFixture()
-	m := isotonic.Map{X: []float64{0.2, 0.3, 0.4}, Y: []float64{0.6, 0.5, 0.9}} // exact on group 0
-	dcfg := denoise.Config{HalfLife: 4, WarmUp: 5}
-	_, raw, _ := FuseStep(ts, mode.Denoise, []int{0}, m, denoise.State{}, dcfg, advantage.Default())
-	_, calib, _ := FuseStep(ts, mode.WMRL, []int{0}, m, denoise.State{}, dcfg, advantage.Default())
-	if !(calib.Eta2 < raw.Eta2) || calib.Eta2 > 1e-12 {
-		t.Fatalf("η̂² calibrated %v, raw %v: want the exact map to remove the disagreement", calib.Eta2, raw.Eta2)
-	}
-}
-
-func TestFuseStepNothingGraded(t *testing.T) {
-	ts := fuseFixture()
-	for i := range ts {
-		ts[i].Exec = nil
-	}
-	b, _, stats := FuseStep(ts, mode.GRPO, nil, isotonic.Map{}, denoise.State{}, denoise.Config{HalfLife: 1, WarmUp: 1},
-		advantage.Default())
-	if stats.Graded != 0 || stats.SkippedGroups != 2 {
-		t.Fatalf("stats %+v", stats)
-	}
-	for _, it := range b.Items {
-		if it.Weight != 0 || it.Advantage != 0 {
-			t.Fatalf("ungraded item %+v", it)
-		}
+	if got := trajectoriesOf(ts); !reflect.DeepEqual(got, want) {
+		t.Errorf("trajectoriesOf = %+v, want %+v", got, want)
 	}
 }

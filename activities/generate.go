@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
-	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -45,7 +45,7 @@ type GenerateResponse struct {
 }
 
 // Generate samples the group's n programs from checkpoint s and stores them
-// as trajectories. The task is a training task chosen by TaskIndex, sample
+// as trajectories. The task is a training task chosen by plan.TaskIndex, sample
 // i uses policy.SampleSeed(seed, step, group, i): a retry stores nothing new.
 func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (GenerateResponse, error) {
 	if err := req.Validate(); err != nil {
@@ -59,7 +59,7 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if len(train) == 0 {
 		return GenerateResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", req.SuiteSeed))
 	}
-	task := train[TaskIndex(req.Seed, req.Step, req.Group, len(train))]
+	task := train[plan.TaskIndex(req.Seed, req.Step, req.Group, len(train))]
 	p, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
 	if err != nil {
 		return GenerateResponse{}, err
@@ -87,15 +87,11 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 func samplePrograms(p *policy.Policy, card []float64, n int, seedOf func(int) uint64) ([]string, error) {
 	out := make([]string, n)
 	for i := range out {
-		smp, err := p.Sample(card, seedOf(i))
+		_, text, err := p.SampleProgram(card, seedOf(i))
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
-		prog, err := program.Decode(smp.Tokens)
-		if err != nil {
-			return nil, fmt.Errorf("sample %d: decode: %w", i, err)
-		}
-		out[i] = prog.String()
+		out[i] = text
 	}
 	return out, nil
 }

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -66,7 +66,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	if len(train) == 0 {
 		return CreateRunResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", cfg.SuiteSeed))
 	}
-	p, err := policy.Init(policyConfig(cfg, len(train[0].Card.Vector())), policy.ProgramGrammar{}, seed.Derive(tagInit, cfg.Seed))
+	p, err := policy.Init(policyConfig(cfg, len(train[0].Card.Vector())), policy.ProgramGrammar{}, plan.InitSeed(cfg.Seed))
 	if err != nil {
 		return CreateRunResponse{}, invalid(err)
 	}

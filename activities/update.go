@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/policy"
-	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -66,7 +66,7 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if int(base.Step()) != req.Step {
 		return UpdateResponse{}, invalid(fmt.Errorf("checkpoint %d holds a policy after %d updates", req.Step, base.Step()))
 	}
-	var batch Batch
+	var batch fusion.Batch
 	if err := readJSON(a.batchPath(req.RunID, req.Step), &batch); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return UpdateResponse{}, invalid(fmt.Errorf("step %d of %s has no fused batch: Fuse runs before Update", req.Step, req.RunID))
@@ -109,44 +109,22 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	return UpdateResponse{Checkpoint: ref, Stats: stats}, nil
 }
 
-// examples turns a fused batch into the policy's update examples. Ungraded
-// trajectories (weight 0) are left out. When nothing in the step was graded
-// every trajectory enters with advantage 0 and weight 1: a zero-gradient
-// step that still advances the checkpoint version.
-func (a *Activities) examples(ctx context.Context, suiteSeed uint64, b Batch) ([]policy.Example, error) {
+// examples turns a fused batch into the policy's update examples
+// (fusion.Examples).
+func (a *Activities) examples(ctx context.Context, suiteSeed uint64, b fusion.Batch) ([]policy.Example, error) {
 	s, err := a.suite(ctx, suiteSeed)
 	if err != nil {
 		return nil, err
 	}
-	var total float64
-	for _, it := range b.Items {
-		total += it.Weight
-	}
-	var out []policy.Example
-	for _, it := range b.Items {
-		w, adv := it.Weight, it.Advantage
-		if total == 0 {
-			w, adv = 1, 0
-		}
-		if w == 0 {
-			continue
-		}
-		task, err := s.Task(it.TaskID)
+	out, err := fusion.Examples(b, func(taskID string) ([]float64, error) {
+		task, err := s.Task(taskID)
 		if err != nil {
-			return nil, invalid(err)
+			return nil, err
 		}
-		prog, err := program.Parse(it.Program)
-		if err != nil {
-			return nil, invalid(fmt.Errorf("group %d sample %d: %w", it.Group, it.Sample, err))
-		}
-		tokens, err := program.Encode(prog)
-		if err != nil {
-			return nil, invalid(fmt.Errorf("group %d sample %d: %w", it.Group, it.Sample, err))
-		}
-		out = append(out, policy.Example{Card: task.Card.Vector(), Tokens: tokens, Advantage: adv, Weight: w})
-	}
-	if len(out) == 0 {
-		return nil, invalid(fmt.Errorf("step %d of %s has an empty batch", b.Step, b.Run))
+		return task.Card.Vector(), nil
+	})
+	if err != nil {
+		return nil, invalid(err)
 	}
 	return out, nil
 }

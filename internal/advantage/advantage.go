@@ -108,8 +108,8 @@ func Group(rewards []float64, graded []bool, cfg Config) (adv []float64, ok bool
 // world-model trajectory, divided by the sum over the whole batch so the
 // result sums to 1. Trajectories with advantage 0 (in a skipped group, or
 // with a reward equal to their group's mean) still count in the sum: pass
-// exactly the batch the update averages over. activities.FuseStep passes
-// the graded trajectories only; an ungraded one gets weight 0 and is left
+// exactly the batch the update averages over. fusion.Step passes the
+// graded trajectories only; an ungraded one gets weight 0 and is left
 // out of the update. It panics when rho is not a positive finite number.
 func Weights(anchor []bool, rho float64) []float64 {
 	checkRho(rho)

@@ -4,13 +4,20 @@
 // learning tests, by benchmarks and as the reference the orchestrated path
 // must agree with.
 //
-// One Step of a Loop samples G groups of n programs from the policy (group g
-// of step s works on training task (s·G + g) mod len(tasks), trajectory
-// seeds policy.SampleSeed(run seed, s, g, i)), executes every program for
-// real with executor.Run, standardises the rewards within each group
-// (advantage.Group), gives every trajectory weight 1 (plain GRPO: every
-// group is executed, there is no world-model stream to fuse) and calls
-// policy.Update once on the whole batch.
+// One Step of a Loop takes the orchestrated path's grpo step: it samples G
+// groups of n programs from the policy, executes every program for real
+// with executor.Run, fuses the rewards with internal/fusion (as the Fuse
+// activity does in grpo mode: advantage.Group within each group, the same
+// normalised weight 1/(G·n) for every trajectory) and calls policy.Update
+// once on fusion.Examples of the batch (as the Update activity does). Every
+// seeded choice comes from internal/plan, as in the activities: group g of
+// step s works on training task plan.TaskIndex(run seed, s, g, len(tasks)),
+// sample i is drawn with policy.SampleSeed(run seed, s, g, i) and executed
+// with plan.ExecSeed(run seed, s, g, i), and InitPolicy makes checkpoint 0
+// from plan.InitSeed(run seed). So, given the suite's training tasks in
+// suite order, the run's policy configuration and its budget, a Loop
+// reaches the same checkpoint hashes as a grpo run of the same seed
+// (activities.TestReferenceLoopAgrees checks it on the small test suite).
 //
 // HeldOut is the held-out score (docs/design.md, "Held-out score"; avg@8):
 // for each held-out task, 8 programs sampled from the policy are really
@@ -19,7 +26,8 @@
 // depend on the evaluation seed, the task id and the sample index, not on
 // the policy, so two checkpoints are compared on common random numbers (the
 // orchestrated Evaluate activity also hashes the checkpoint version into its
-// seeds, so it does not).
+// seeds, plan.EvalSampleSeed, so it does not; the two held-out scores are
+// measured alike but not on the same samples).
 //
 // # Determinism
 //
@@ -29,9 +37,10 @@
 // wall-clock deadline would make scores depend on the machine's speed, so
 // the budget is static: before running a program, Execute estimates its
 // work with tabular.EstimateCost on the task's sizes and scores a program
-// above ExecConfig.Budget as a timeout (0.1) without running it. The
-// per-execution deadline (ExecConfig.DeadlineSeconds) is only a safety net
-// set well above what the budget admits; should it fire, that one score is
+// above ExecConfig.Budget as a timeout (0.1) without running it
+// (internal/budget, as the Execute activity does). The per-execution
+// deadline (ExecConfig.DeadlineSeconds) is only a safety net set well above
+// what the budget admits; should it fire, that one score is
 // timing-dependent.
 //
 // # Cost accounting

@@ -8,20 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/budget"
 	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/program"
-	"github.com/wmrl/wmrl/internal/tabular"
 )
-
-// DefaultBudget is the default execution budget in tabular.EstimateCost
-// work units. On the default suite it admits every reference program and
-// refuses only the largest programs of the grammar (for example 400 trees of
-// depth 6 on many features, or a k-nearest-neighbours search through
-// polynomial features), which would take seconds each.
-const DefaultBudget = 2e9
-
-// DefaultDeadlineSeconds is the default safety deadline of one execution.
-const DefaultDeadlineSeconds = 120
 
 // ExecConfig says how programs are executed.
 type ExecConfig struct {
@@ -38,7 +27,7 @@ type ExecConfig struct {
 // DefaultExecConfig returns the default budget and deadline, with
 // GOMAXPROCS workers.
 func DefaultExecConfig() ExecConfig {
-	return ExecConfig{Budget: DefaultBudget, DeadlineSeconds: DefaultDeadlineSeconds}
+	return ExecConfig{Budget: budget.DefaultBudget, DeadlineSeconds: budget.DefaultDeadlineSeconds}
 }
 
 // Validate reports the first invalid field.
@@ -74,23 +63,6 @@ func (c *Cost) Add(o Cost) {
 	c.Refused += o.Refused
 	c.CPUSeconds += o.CPUSeconds
 	c.WallSeconds += o.WallSeconds
-}
-
-// OverBudget reports whether job's program is refused by a budget: its
-// estimated cost on the job's data exceeds budget (> 0). A program that
-// does not parse is never over budget (it is scored as invalid).
-func OverBudget(job *executor.Job, budget float64) (est float64, over bool) {
-	if budget <= 0 || job.Data == nil || job.Data.XTrain == nil || job.Data.XTest == nil {
-		return 0, false
-	}
-	p, err := program.Parse(job.Program)
-	if err != nil {
-		return 0, false
-	}
-	n, c := job.Data.XTrain.Dims()
-	m, _ := job.Data.XTest.Dims()
-	est = tabular.EstimateCost(p, n, m, c)
-	return est, est > budget
 }
 
 // Execute runs every job with executor.Run on cfg.Workers goroutines and
@@ -149,9 +121,8 @@ func Execute(ctx context.Context, cfg ExecConfig, jobs []*executor.Job) ([]execu
 // executeOne runs one job on the calling goroutine, locked to its thread so
 // that the thread's CPU time is the execution's.
 func executeOne(ctx context.Context, cfg ExecConfig, job *executor.Job) (executor.Result, bool, error) {
-	if est, over := OverBudget(job, cfg.Budget); over {
-		return executor.Failed(executor.StatusTimeout,
-			fmt.Sprintf("estimated cost %.3g work units exceeds the budget of %.3g", est, cfg.Budget)), true, nil
+	if est, over := budget.OverBudget(job, cfg.Budget); over {
+		return budget.Refusal(est, cfg.Budget), true, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return executor.Result{}, false, err

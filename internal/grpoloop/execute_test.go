@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/budget"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -70,27 +71,6 @@ func TestExecuteStatusesInOrder(t *testing.T) {
 	}
 }
 
-func TestOverBudget(t *testing.T) {
-	s := smallSuite(t, tinyOptions())
-	tk := s.Tasks[0]
-	tests := []struct {
-		give   string
-		budget float64
-		want   bool
-	}{
-		{give: "gbt trees=2000 depth=10", budget: 1e7, want: true},
-		{give: "gbt trees=2000 depth=10", budget: 0, want: false}, // no budget
-		{give: "mean", budget: 1e4, want: false},
-		{give: "not a program", budget: 1, want: false}, // scored as invalid instead
-	}
-	for _, tt := range tests {
-		est, got := OverBudget(executor.NewJob(tk, tt.give, 1), tt.budget)
-		if got != tt.want {
-			t.Errorf("OverBudget(%q, %g) = %v (estimate %g), want %v", tt.give, tt.budget, got, est, tt.want)
-		}
-	}
-}
-
 func TestExecuteErrors(t *testing.T) {
 	s := smallSuite(t, tinyOptions())
 	tk := s.Tasks[0]
@@ -143,8 +123,8 @@ func TestHeldOutMatchesDefinition(t *testing.T) {
 		var sum float64
 		for i, text := range ts.Programs {
 			want := 0.0
-			job := executor.NewJob(tk, text, ExecSeed(HeldOutSeed(cfg.Seed, tk.ID, i)))
-			if _, over := OverBudget(job, cfg.Exec.Budget); !over {
+			job := executor.NewJob(tk, text, HeldOutExecSeed(HeldOutSeed(cfg.Seed, tk.ID, i)))
+			if _, over := budget.OverBudget(job, cfg.Exec.Budget); !over {
 				r, err := executor.Run(ctx, job)
 				if err != nil {
 					t.Fatal(err)

@@ -58,6 +58,14 @@ func HeldOutSeed(evalSeed uint64, taskID string, i int) uint64 {
 	return seed.Derive(seed.String(heldOutTag), evalSeed, seed.String(taskID), uint64(i))
 }
 
+// heldOutExecTag separates held-out execution seeds from the sample seeds
+// they derive from.
+const heldOutExecTag = "wmrl/grpoloop/exec"
+
+// HeldOutExecSeed is the seed of the pipeline run of the held-out program
+// with sample seed sd (HeldOutSeed).
+func HeldOutExecSeed(sd uint64) uint64 { return seed.Derive(seed.String(heldOutExecTag), sd) }
+
 // HeldOut measures the held-out score of p on the tasks of s named by
 // taskIDs: for each task, cfg.Samples programs sampled from p are executed;
 // the task's score is the mean of their leaderboard positions, 0 for a
@@ -87,7 +95,7 @@ func HeldOut(ctx context.Context, s *suite.Suite, p *policy.Policy, taskIDs []st
 				return HeldOutResult{}, fmt.Errorf("held-out score: task %s sample %d: %w", id, i, err)
 			}
 			ts.Programs[i] = tr.Program
-			jobs = append(jobs, executor.NewJob(t, tr.Program, ExecSeed(sd)))
+			jobs = append(jobs, executor.NewJob(t, tr.Program, HeldOutExecSeed(sd)))
 		}
 		out.Tasks[ti] = ts
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 
 	"github.com/wmrl/wmrl/internal/advantage"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/fusion"
+	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
-	"github.com/wmrl/wmrl/internal/program"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/suite"
 )
 
@@ -59,9 +62,12 @@ type Trajectory struct {
 	Program string  `json:"program"`
 	LogProb float64 `json:"log_prob"`
 	// Result is the real execution; Result.Score is the reward.
-	Result    executor.Result `json:"result"`
-	Advantage float64         `json:"advantage"`
-	Weight    float64         `json:"weight"`
+	Result executor.Result `json:"result"`
+	// Advantage and Weight are the trajectory's GRPO advantage and its
+	// normalised weight in the update (1/(G·n) for every trajectory, as in
+	// the orchestrated path's grpo mode).
+	Advantage float64 `json:"advantage"`
+	Weight    float64 `json:"weight"`
 }
 
 // StepResult is what one step did.
@@ -72,12 +78,16 @@ type StepResult struct {
 	Trajectories []Trajectory `json:"trajectories"`
 	// MeanScore is the mean reward over all trajectories.
 	MeanScore float64 `json:"mean_score"`
-	// SkippedGroups counts groups left out of the update (fewer than
-	// Advantage.MinGraded graded trajectories).
-	SkippedGroups int                `json:"skipped_groups"`
-	Updated       bool               `json:"updated"`
-	Update        policy.UpdateStats `json:"update"`
-	Cost          Cost               `json:"cost"`
+	// SkippedGroups counts groups with fewer than Advantage.MinGraded
+	// graded trajectories: their advantages are 0, but their trajectories
+	// keep their weight (and their KL term), as in the orchestrated path.
+	SkippedGroups int `json:"skipped_groups"`
+	// Updated is true after every successful step: a step whose advantages
+	// are all 0 still applies its (KL-only or zero) gradient and advances
+	// the policy's step, as the orchestrated path's Update does.
+	Updated bool               `json:"updated"`
+	Update  policy.UpdateStats `json:"update"`
+	Cost    Cost               `json:"cost"`
 }
 
 // Loop runs GRPO steps with real executions on a fixed list of training
@@ -92,7 +102,10 @@ type Loop struct {
 }
 
 // New returns a loop that trains p (in place) on the tasks of s named by
-// taskIDs, in that order, starting at step p.Step().
+// taskIDs, starting at step p.Step(); group g of step s works on the task
+// TaskOf(s, g) of that list. With the suite's training tasks in suite order
+// (s.Split(suite.Train)) and a policy from InitPolicy, the loop takes the
+// orchestrated path's grpo steps.
 func New(s *suite.Suite, p *policy.Policy, taskIDs []string, cfg Config) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("grpo config: %w", err)
@@ -122,20 +135,25 @@ func (l *Loop) NextStep() uint64 { return l.step }
 func (l *Loop) Cost() Cost { return l.total }
 
 // TaskOf returns the index into the loop's tasks of group g at step s:
-// (s·G + g) mod len(tasks), so consecutive steps cycle through the list.
+// plan.TaskIndex(run seed, s, g, len(tasks)), the orchestrated path's
+// choice when the tasks are the suite's training tasks in suite order.
 func (l *Loop) TaskOf(step uint64, g int) int {
-	return int((step*uint64(l.cfg.Groups) + uint64(g)) % uint64(len(l.tasks)))
+	return plan.TaskIndex(l.cfg.Seed, int(step), g, len(l.tasks))
 }
 
-// Step samples, executes and grades G×n programs and updates the policy
-// once. On error the policy is unchanged and the step is not consumed.
+// Step samples, executes and grades G×n programs, fuses them as the
+// orchestrated path's grpo mode does (fusion.Step, fusion.Examples) and
+// updates the policy once. On error the policy is unchanged and the step is
+// not consumed.
 func (l *Loop) Step(ctx context.Context) (StepResult, error) {
 	g, n := l.cfg.Groups, l.cfg.Samples
 	res := StepResult{Step: l.step, Trajectories: make([]Trajectory, 0, g*n)}
 	jobs := make([]*executor.Job, 0, g*n)
+	cards := make(map[string][]float64, g)
 	for gi := range g {
 		ti := l.TaskOf(l.step, gi)
 		t := l.tasks[ti]
+		cards[t.ID] = l.cards[ti]
 		for si := range n {
 			sd := policy.SampleSeed(l.cfg.Seed, l.step, uint64(gi), uint64(si))
 			tr, err := SampleProgram(l.pol, l.cards[ti], sd)
@@ -144,7 +162,7 @@ func (l *Loop) Step(ctx context.Context) (StepResult, error) {
 			}
 			tr.Group, tr.Sample, tr.TaskID = gi, si, t.ID
 			res.Trajectories = append(res.Trajectories, tr)
-			jobs = append(jobs, executor.NewJob(t, tr.Program, ExecSeed(sd)))
+			jobs = append(jobs, executor.NewJob(t, tr.Program, plan.ExecSeed(l.cfg.Seed, int(l.step), gi, si)))
 		}
 	}
 	results, cost, err := Execute(ctx, l.cfg.Exec, jobs)
@@ -152,59 +170,46 @@ func (l *Loop) Step(ctx context.Context) (StepResult, error) {
 		return StepResult{}, fmt.Errorf("step %d: %w", l.step, err)
 	}
 	res.Cost = cost
-	var batch []policy.Example
-	var sum float64
-	for gi := range g {
-		trs := res.Trajectories[gi*n : (gi+1)*n]
-		rewards := make([]float64, n)
-		for si := range trs {
-			trs[si].Result = results[gi*n+si]
-			rewards[si] = trs[si].Result.Score
-			sum += rewards[si]
-		}
-		adv, ok := advantage.Group(rewards, nil, l.cfg.Advantage)
-		if !ok {
-			res.SkippedGroups++
-			continue
-		}
-		for si := range trs {
-			trs[si].Advantage, trs[si].Weight = adv[si], 1
-			batch = append(batch, policy.Example{
-				Card: l.cards[l.TaskOf(l.step, gi)], Tokens: trs[si].Tokens, Advantage: adv[si], Weight: 1,
-			})
-		}
+	fts := make([]fusion.Trajectory, len(res.Trajectories))
+	for i := range res.Trajectories {
+		tr := &res.Trajectories[i]
+		tr.Result = results[i]
+		fts[i] = fusion.Trajectory{Group: tr.Group, Sample: tr.Sample, TaskID: tr.TaskID, Program: tr.Program,
+			Env: &tr.Result.Score}
 	}
-	res.MeanScore = sum / float64(g*n)
-	if len(batch) > 0 {
-		st, err := l.pol.Update(batch)
-		if err != nil {
-			return StepResult{}, fmt.Errorf("step %d: %w", l.step, err)
-		}
-		res.Update, res.Updated = st, true
+	batch, _, stats := fusion.Step(fts, mode.GRPO, nil, isotonic.Map{}, denoise.State{}, denoise.Config{}, l.cfg.Advantage)
+	for i, it := range batch.Items {
+		res.Trajectories[i].Advantage, res.Trajectories[i].Weight = it.Advantage, it.Weight
 	}
+	res.MeanScore, res.SkippedGroups = stats.MeanReward, stats.SkippedGroups
+	examples, err := fusion.Examples(batch, func(taskID string) ([]float64, error) { return cards[taskID], nil })
+	if err != nil {
+		return StepResult{}, fmt.Errorf("step %d: %w", l.step, err)
+	}
+	st, err := l.pol.Update(examples)
+	if err != nil {
+		return StepResult{}, fmt.Errorf("step %d: %w", l.step, err)
+	}
+	res.Update, res.Updated = st, true
 	l.total.Add(cost)
 	l.step++
 	return res, nil
 }
 
-// execTag separates execution seeds from the sample seeds they derive from.
-const execTag = "wmrl/grpoloop/exec"
-
-// ExecSeed is the seed of the pipeline run for the trajectory with sample
-// seed sd (it drives random features and the like).
-func ExecSeed(sd uint64) uint64 { return seed.Derive(seed.String(execTag), sd) }
+// InitPolicy returns the initial policy of a run with seed runSeed, as the
+// orchestrated path's CreateRun makes checkpoint 0: cfg over
+// policy.ProgramGrammar, initialised from plan.InitSeed(runSeed).
+func InitPolicy(cfg policy.Config, runSeed uint64) (*policy.Policy, error) {
+	return policy.Init(cfg, policy.ProgramGrammar{}, plan.InitSeed(runSeed))
+}
 
 // SampleProgram draws one program from p for a task with card vector card
 // and sample seed sd: the tokens, their log-probability and the decoded
 // program text (the other fields of the Trajectory are left zero).
 func SampleProgram(p *policy.Policy, card []float64, sd uint64) (Trajectory, error) {
-	smp, err := p.Sample(card, sd)
+	smp, text, err := p.SampleProgram(card, sd)
 	if err != nil {
 		return Trajectory{}, err
 	}
-	prog, err := program.Decode(smp.Tokens)
-	if err != nil {
-		return Trajectory{}, fmt.Errorf("decode sample: %w", err)
-	}
-	return Trajectory{Seed: sd, Tokens: smp.Tokens, Program: prog.String(), LogProb: smp.LogProb}, nil
+	return Trajectory{Seed: sd, Tokens: smp.Tokens, Program: text, LogProb: smp.LogProb}, nil
 }

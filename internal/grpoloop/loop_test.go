@@ -42,10 +42,11 @@ func ids(s *suite.Suite, sp suite.Split) []string {
 	return out
 }
 
-func newPolicy(t testing.TB, initSeed uint64) *policy.Policy {
+// newPolicy is the initial policy of a run with seed runSeed (InitPolicy
+// with the default configuration).
+func newPolicy(t testing.TB, runSeed uint64) *policy.Policy {
 	t.Helper()
-	g := policy.ProgramGrammar{}
-	p, err := policy.Init(policy.DefaultConfig(g, suite.VectorLen), g, initSeed)
+	p, err := InitPolicy(policy.DefaultConfig(policy.ProgramGrammar{}, suite.VectorLen), runSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestGRPOLearns(t *testing.T) {
 	ctx := context.Background()
 	s := smallSuite(t, learnOptions())
 	train, held := ids(s, suite.Train), ids(s, suite.HeldOut)
-	p := newPolicy(t, 1)
+	p := newPolicy(t, 3)
 	eval := DefaultEvalConfig(7)
 
 	before, err := HeldOut(ctx, s, p, held, eval)
@@ -131,7 +132,7 @@ func deterministicRun(t *testing.T, procs, workers int) runRecord {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPolicy(t, 5)
+	p := newPolicy(t, 9)
 	cfg := DefaultConfig(9)
 	cfg.Groups, cfg.Samples, cfg.Exec.Workers = 3, 4, workers
 	cfg.Exec.Budget = 3e6 // small enough that some programs are refused

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"fmt"
+
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/seed"
 )
@@ -46,4 +48,20 @@ const sampleTag = "wmrl/policy/sample"
 // or replayed rollout draws the same trajectory.
 func SampleSeed(runSeed, step, group, sample uint64) uint64 {
 	return seed.Derive(seed.String(sampleTag), runSeed, step, group, sample)
+}
+
+// SampleProgram draws one program for card (p.Sample with seed) from a
+// policy over ProgramGrammar and decodes it. It returns the sample and the
+// program's canonical text (program.Program.String), the form in which
+// trajectories are stored, executed and scored.
+func (p *Policy) SampleProgram(card []float64, seed uint64) (Sample, string, error) {
+	smp, err := p.Sample(card, seed)
+	if err != nil {
+		return Sample{}, "", err
+	}
+	prog, err := program.Decode(smp.Tokens)
+	if err != nil {
+		return Sample{}, "", fmt.Errorf("decode: %w", err)
+	}
+	return smp, prog.String(), nil
 }

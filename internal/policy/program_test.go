@@ -227,3 +227,27 @@ func TestProgramRunDeterministic(t *testing.T) {
 	}
 	t.Logf("%d parameters, hash after 5 updates %s", programPolicy(t, 1).NumParams(), a)
 }
+
+func TestSampleProgram(t *testing.T) {
+	g := ProgramGrammar{}
+	p := mustInit(t, DefaultConfig(g, testCardDim), g, 3)
+	for i := range 20 {
+		card, sd := testCard(i), SampleSeed(3, 0, uint64(i), 0)
+		smp, text, err := p.SampleProgram(card, sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := p.Sample(card, sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, err := program.Decode(want.Tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(smp.Tokens, want.Tokens) || smp.LogProb != want.LogProb || text != prog.String() {
+			t.Fatalf("sample %d: SampleProgram = %v %v %q, Sample and Decode give %v %v %q",
+				i, smp.Tokens, smp.LogProb, text, want.Tokens, want.LogProb, prog.String())
+		}
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wmrl/wmrl/internal/budget"
 	"github.com/wmrl/wmrl/internal/debias"
-	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/suite"
 )
@@ -37,8 +37,8 @@ func Default() Config {
 		// up front by a static cost budget (the same on every machine) and
 		// the deadline is a generous safety net for programs that are
 		// truly stuck.
-		Sandbox: Sandbox{Kind: SandboxAuto, MemoryMB: 512, DeadlineSeconds: grpoloop.DefaultDeadlineSeconds, CPUs: 1,
-			Budget: grpoloop.DefaultBudget},
+		Sandbox: Sandbox{Kind: SandboxAuto, MemoryMB: 512, DeadlineSeconds: budget.DefaultDeadlineSeconds, CPUs: 1,
+			Budget: budget.DefaultBudget},
 		Parallelism: 16,
 	}
 }

@@ -3,10 +3,9 @@
 // GRPO with real executions, deterministic, no Temporal.
 //
 // It mirrors the small preset (runconfig.BenchPreset("small")): G groups of
-// n programs per step, the preset's hidden size, the default suite, the
-// workflow's initial policy (the same init seed derivation as CreateRun) and
-// the workflow's choice of a group's training task (activities.TaskIndex,
-// laid out so that grpoloop's cyclic TaskOf picks exactly that task). For
+// n programs per step, the preset's hidden size, the default suite, and
+// grpoloop takes the workflow's seeded choices (initial policy, each
+// group's training task, sampling and execution seeds; internal/plan). For
 // each learning rate and run seed it trains for -steps steps and measures
 // the held-out score (avg@n by real execution) on ALL held-out tasks every
 // -eval-every steps, with one fixed evaluation seed for every checkpoint
@@ -33,12 +32,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/seed"
 	"github.com/wmrl/wmrl/internal/suite"
 )
 
@@ -48,10 +45,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// initTag is the tag CreateRun derives a run's initial policy seed with
-// (activities.tagInit, unexported there).
-const initTag = "wmrl/policy/init"
 
 // StepStat is what one training step sampled and scored.
 type StepStat struct {
@@ -177,8 +170,9 @@ func run() error {
 	}
 	rep := Report{SuiteSeed: cfg.SuiteSeed, Groups: cfg.Groups, Samples: cfg.Samples, Hidden: cfg.Policy.Hidden,
 		HeldOut: len(heldOut), BenchTasks: bench, EvalSeed: *evalSeed}
-	trainIDs := func(runSeed uint64) []string {
-		return WorkflowTasks(train, runSeed, *steps, cfg.Groups)
+	var trainIDs []string
+	for _, t := range train {
+		trainIDs = append(trainIDs, t.ID)
 	}
 	evalAt := func(p *policy.Policy, es uint64) (EvalPoint, error) {
 		ecfg := grpoloop.DefaultEvalConfig(es)
@@ -219,14 +213,14 @@ func run() error {
 		for _, rs := range seeds {
 			pcfg := policy.DefaultConfig(policy.ProgramGrammar{}, len(train[0].Card.Vector()))
 			pcfg.Hidden, pcfg.LearningRate, pcfg.KLCoef = cfg.Policy.Hidden, lr, cfg.Policy.KLCoef
-			p, err := policy.Init(pcfg, policy.ProgramGrammar{}, seed.Derive(seed.String(initTag), rs))
+			p, err := grpoloop.InitPolicy(pcfg, rs)
 			if err != nil {
 				return fmt.Errorf("lr %g seed %d: %w", lr, rs, err)
 			}
 			lcfg := grpoloop.Config{Seed: rs, Groups: cfg.Groups, Samples: cfg.Samples,
 				Advantage: cfg.AdvantageConfig(), Exec: grpoloop.DefaultExecConfig()}
 			lcfg.Exec.Budget = cfg.Sandbox.Budget
-			loop, err := grpoloop.New(s, p, trainIDs(rs), lcfg)
+			loop, err := grpoloop.New(s, p, trainIDs, lcfg)
 			if err != nil {
 				return fmt.Errorf("lr %g seed %d: %w", lr, rs, err)
 			}
@@ -280,20 +274,6 @@ func run() error {
 		}
 	}
 	return nil
-}
-
-// WorkflowTasks lays out the training task ids so that grpoloop's cyclic
-// choice (step·G + g) mod len picks, for every step below steps, the task
-// the workflow's Generate picks for group g of that step
-// (activities.TaskIndex).
-func WorkflowTasks(train []*suite.Task, runSeed uint64, steps, groups int) []string {
-	ids := make([]string, 0, steps*groups)
-	for st := range steps {
-		for g := range groups {
-			ids = append(ids, train[activities.TaskIndex(runSeed, st, g, len(train))].ID)
-		}
-	}
-	return ids
 }
 
 // Summarise reduces a step to its collapse statistics.

@@ -4,9 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/grpoloop"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 func TestMeanSD(t *testing.T) {
@@ -54,29 +52,6 @@ func TestFamilies(t *testing.T) {
 				t.Errorf("Families(%q) = %d, %q, %v; want %d, %q, %v", tt.give, n, name, top, tt.wantN, tt.wantName, tt.wantTop)
 			}
 		})
-	}
-}
-
-// TestWorkflowTasks checks that grpoloop's cyclic task choice over the
-// laid-out list picks the workflow's task for every step and group.
-func TestWorkflowTasks(t *testing.T) {
-	train := make([]*suite.Task, 7)
-	for i := range train {
-		train[i] = &suite.Task{ID: string(rune('a' + i))}
-	}
-	const runSeed, steps, groups = 3, 5, 4
-	ids := WorkflowTasks(train, runSeed, steps, groups)
-	if len(ids) != steps*groups {
-		t.Fatalf("got %d ids, want %d", len(ids), steps*groups)
-	}
-	for st := range steps {
-		for g := range groups {
-			got := ids[(st*groups+g)%len(ids)]
-			want := train[activities.TaskIndex(runSeed, st, g, len(train))].ID
-			if got != want {
-				t.Errorf("step %d group %d: task %s, want %s", st, g, got, want)
-			}
-		}
 	}
 }
 

@@ -1,0 +1,229 @@
+package fusion
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/wmrl/wmrl/internal/advantage"
+	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/policy"
+	"github.com/wmrl/wmrl/internal/program"
+)
+
+// Trajectory is what Step reads of one trajectory of a step.
+type Trajectory struct {
+	Group   int
+	Sample  int
+	TaskID  string
+	Program string
+	// WM is r_wm, nil when the world model has not scored it.
+	WM *float64
+	// Env is r_env, nil when it has no execution result.
+	Env *float64
+}
+
+// Stats summarises a fused batch.
+type Stats struct {
+	Trajectories  int     `json:"trajectories"`
+	Executed      int     `json:"executed"`
+	Graded        int     `json:"graded"`
+	Ungraded      int     `json:"ungraded"`
+	SkippedGroups int     `json:"skipped_groups"`
+	S2Groups      int     `json:"s2_groups"` // anchor groups pushed into the denoiser
+	MeanReward    float64 `json:"mean_reward"`
+	MeanEnv       float64 `json:"mean_env"`
+	MeanWM        float64 `json:"mean_wm"`
+	AnchorShare   float64 `json:"anchor_share"`
+}
+
+// BatchItem is one trajectory of a fused batch: its training reward, its
+// GRPO advantage and its normalised fusion weight w_i/Σw, so that the update
+// direction is Σ Weight·Advantage·∇log π.
+type BatchItem struct {
+	Group     int     `json:"group"`
+	Sample    int     `json:"sample"`
+	TaskID    string  `json:"task_id"`
+	Program   string  `json:"program"`
+	Anchor    bool    `json:"anchor"` // scored by real execution and weighted by ρ
+	Graded    bool    `json:"graded"`
+	Reward    float64 `json:"reward"`
+	Advantage float64 `json:"advantage"`
+	Weight    float64 `json:"weight"`
+}
+
+// Batch is the fused batch of a step, stored in the data directory for
+// Update and `wmrl inspect`.
+type Batch struct {
+	Run   string      `json:"run"`
+	Step  int         `json:"step"`
+	Mode  mode.Mode   `json:"mode"`
+	Rho   float64     `json:"rho"`
+	Items []BatchItem `json:"items"`
+}
+
+// Step computes the fused batch of a step. ts are the step's trajectories
+// in (group, sample) order, anchors the anchor groups (ascending), m the
+// step's map (ignored unless the mode debiases), st the denoiser's state
+// before the step. It returns the batch (without Run and Step), the
+// denoiser's state after the step and a summary. Ungraded trajectories (no
+// execution result where one is needed) get advantage 0 and weight 0: they
+// are excluded, never scored 0.
+func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoise.State,
+	dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
+	pc := md.Pieces()
+	isAnchor := func(g int) bool {
+		_, ok := slices.BinarySearch(anchors, g)
+		return pc.Anchors && ok
+	}
+	wmOf := func(t Trajectory) float64 {
+		if pc.Debias {
+			return m.Apply(*t.WM)
+		}
+		return *t.WM
+	}
+	var stats Stats
+	items := make([]BatchItem, len(ts))
+	var nEnv, nWM int
+	var sumEnv, sumWM, sumReward float64
+	for i, t := range ts {
+		it := BatchItem{Group: t.Group, Sample: t.Sample, TaskID: t.TaskID, Program: t.Program, Anchor: isAnchor(t.Group)}
+		if t.Env != nil {
+			nEnv++
+			sumEnv += *t.Env
+		}
+		if t.WM != nil {
+			nWM++
+			sumWM += *t.WM
+		}
+		switch {
+		case pc.ExecuteAll || it.Anchor:
+			if t.Env != nil {
+				it.Graded, it.Reward = true, *t.Env
+			}
+		case t.WM != nil:
+			it.Graded, it.Reward = true, wmOf(t)
+		}
+		if it.Graded {
+			stats.Graded++
+			sumReward += it.Reward
+		} else {
+			stats.Ungraded++
+		}
+		items[i] = it
+	}
+	stats.Trajectories, stats.Executed = len(ts), nEnv
+	if nEnv > 0 {
+		stats.MeanEnv = sumEnv / float64(nEnv)
+	}
+	if nWM > 0 {
+		stats.MeanWM = sumWM / float64(nWM)
+	}
+	if stats.Graded > 0 {
+		stats.MeanReward = sumReward / float64(stats.Graded)
+	}
+
+	// The trajectories of each group, as index ranges of ts.
+	type span struct{ group, lo, hi int }
+	var groups []span
+	for i, t := range ts {
+		if len(groups) == 0 || groups[len(groups)-1].group != t.Group {
+			groups = append(groups, span{t.Group, i, i})
+		}
+		groups[len(groups)-1].hi = i + 1
+	}
+
+	if pc.Denoise {
+		for _, g := range groups {
+			if !isAnchor(g.group) {
+				continue
+			}
+			var d, y []float64
+			for _, t := range ts[g.lo:g.hi] {
+				if t.Env != nil && t.WM != nil {
+					d = append(d, wmOf(t))
+					y = append(y, *t.Env)
+				}
+			}
+			if len(d) >= 2 && st.Observe(dcfg, d, y) {
+				stats.S2Groups++
+			}
+		}
+	}
+	rho := 1.0
+	if pc.Denoise {
+		rho = st.Rho(dcfg)
+	}
+
+	for _, g := range groups {
+		rewards := make([]float64, g.hi-g.lo)
+		graded := make([]bool, g.hi-g.lo)
+		for j := range rewards {
+			rewards[j], graded[j] = items[g.lo+j].Reward, items[g.lo+j].Graded
+		}
+		adv, ok := advantage.Group(rewards, graded, acfg)
+		if !ok {
+			stats.SkippedGroups++
+		}
+		for j, v := range adv {
+			items[g.lo+j].Advantage = v
+		}
+	}
+
+	var gradedIdx []int
+	var flags []bool
+	for i, it := range items {
+		if it.Graded {
+			gradedIdx = append(gradedIdx, i)
+			flags = append(flags, it.Anchor)
+		}
+	}
+	if len(gradedIdx) > 0 {
+		w := advantage.Weights(flags, rho)
+		for k, i := range gradedIdx {
+			items[i].Weight = w[k]
+		}
+		stats.AnchorShare = advantage.AnchorShare(flags, rho)
+	}
+	return Batch{Mode: md, Rho: rho, Items: items}, st, stats
+}
+
+// Examples turns a fused batch into the policy's update examples, in batch
+// order; card returns a task's card vector. Items of weight 0 (ungraded)
+// are left out. When nothing in the step was graded every item enters with
+// advantage 0 and weight 1: a zero-gradient step that still advances the
+// policy's step. The tokens are those of each program's canonical text.
+func Examples(b Batch, card func(taskID string) ([]float64, error)) ([]policy.Example, error) {
+	var total float64
+	for _, it := range b.Items {
+		total += it.Weight
+	}
+	var out []policy.Example
+	for _, it := range b.Items {
+		w, adv := it.Weight, it.Advantage
+		if total == 0 {
+			w, adv = 1, 0
+		}
+		if w == 0 {
+			continue
+		}
+		c, err := card(it.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		prog, err := program.Parse(it.Program)
+		if err != nil {
+			return nil, fmt.Errorf("group %d sample %d: %w", it.Group, it.Sample, err)
+		}
+		tokens, err := program.Encode(prog)
+		if err != nil {
+			return nil, fmt.Errorf("group %d sample %d: %w", it.Group, it.Sample, err)
+		}
+		out = append(out, policy.Example{Card: c, Tokens: tokens, Advantage: adv, Weight: w})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("step %d of %s has an empty batch", b.Step, b.Run)
+	}
+	return out, nil
+}

@@ -1,0 +1,49 @@
+package plan
+
+import "testing"
+
+// TestPinned pins known values, computed by the code these functions were
+// moved from (activities). If this test fails, every existing run would
+// choose different tasks, executions, initial policies or evaluation
+// programs on resume: do not update the values unless that is intended.
+func TestPinned(t *testing.T) {
+	tests := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"TaskIndex(1, 0, 0, 48)", uint64(TaskIndex(1, 0, 0, 48)), 15},
+		{"TaskIndex(7, 3, 5, 48)", uint64(TaskIndex(7, 3, 5, 48)), 36},
+		{"TaskIndex(42, 9, 2, 4)", uint64(TaskIndex(42, 9, 2, 4)), 1},
+		{"ExecSeed(1, 0, 0, 0)", ExecSeed(1, 0, 0, 0), 0xba3a309af9b1df7b},
+		{"ExecSeed(7, 3, 5, 2)", ExecSeed(7, 3, 5, 2), 0x68a12db31850d149},
+		{"InitSeed(1)", InitSeed(1), 0x13ed24f1f5115407},
+		{"InitSeed(7)", InitSeed(7), 0x35bae0b707f7dbac},
+		{"EvalSampleSeed(3, 2, held-000, 5)", EvalSampleSeed(3, 2, "held-000", 5), 0xd00d88c979529d2d},
+		{"EvalExecSeed(3, 2, held-000, 5)", EvalExecSeed(3, 2, "held-000", 5), 0xb22aa58c34df3d48},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %#x, want %#x", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestTaskIndexInRange(t *testing.T) {
+	for _, tasks := range []int{1, 2, 7, 48} {
+		seen := make([]bool, tasks)
+		for s := range 20 {
+			for g := range 8 {
+				i := TaskIndex(5, s, g, tasks)
+				if i < 0 || i >= tasks {
+					t.Fatalf("TaskIndex(5, %d, %d, %d) = %d", s, g, tasks, i)
+				}
+				seen[i] = true
+			}
+		}
+		for i, ok := range seen {
+			if !ok {
+				t.Errorf("%d tasks: task %d never chosen in 160 groups", tasks, i)
+			}
+		}
+	}
+}
