@@ -43,6 +43,8 @@ type Activities struct {
 	Suites     Suites
 	WorldModel WorldModel
 	Sandbox    sandbox.Sandbox
+	// SandboxKind is Sandbox's kind ("docker" or "process"), for Preflight.
+	SandboxKind string
 	// DataDir holds checkpoints and fused batches, under
 	// runs/<RunsKey>/<run id>/. Workers serving the control (CreateRun
 	// writes checkpoint 0, Fuse the batch), rollout, gpu and sandbox queues

@@ -27,6 +27,7 @@ const (
 	NameHeldOutTasks     = "HeldOutTasks"
 	NameEvaluate         = "Evaluate"
 	NameHeldOutScore     = "HeldOutScore"
+	NamePreflight        = "Preflight"
 )
 
 // Register registers every activity of a on r under its name.
@@ -37,7 +38,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameScoreWorldModel: a.ScoreWorldModel, NameExecute: a.Execute, NameRecordAnchors: a.RecordAnchors,
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
-		NameHeldOutScore: a.HeldOutScore,
+		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

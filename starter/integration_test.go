@@ -93,7 +93,7 @@ func stack(t *testing.T, ns string) *itEnv {
 	if _, err := testenv.SmallSuite(); err != nil {
 		t.Fatal(err)
 	}
-	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{}, DataDir: t.TempDir()}
+	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{MaxCPUs: 2}, DataDir: t.TempDir()}
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
 		w := worker.New(tc, q, worker.Options{})
@@ -195,6 +195,28 @@ func TestIntegration(t *testing.T) {
 	t.Run("control", func(t *testing.T) { testControl(t, e) })
 	t.Run("detach", func(t *testing.T) { testDetach(t, e) })
 	t.Run("resume-from", func(t *testing.T) { testResumeFrom(t, e) })
+	t.Run("refused", func(t *testing.T) { testRefused(t, e) })
+}
+
+// testRefused: a run whose sandbox settings the sandbox worker cannot meet
+// is refused at wmrl run, with the field named, and nothing is started or
+// recorded.
+func testRefused(t *testing.T, e *itEnv) {
+	cfg := writeFile(t, "cpus.yaml", "sandbox:\n  cpus: 4\n")
+	name := e.runName(t, "refused")
+	out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", name)
+	if err == nil || !strings.Contains(err.Error(), "refused, nothing started: sandbox.cpus: 4 exceeds the 2 CPUs") {
+		t.Fatalf("run with sandbox.cpus 4: %v\n%s", err, out)
+	}
+	if exitStatus(err) != 1 {
+		t.Errorf("exit status %d, want 1", exitStatus(err))
+	}
+	if _, err := e.st.Run(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("refused run recorded in Postgres: %v", err)
+	}
+	if wf, err := temporalState(t.Context(), e.tc, name); err == nil {
+		t.Errorf("refused run has a workflow (%s)", wf)
+	}
 }
 
 // testTiny runs the tiny preset to its end and reads it back with status,

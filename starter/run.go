@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
@@ -26,7 +28,7 @@ type runOptions struct {
 	conn
 	configFile, preset, name string
 	seed                     uint64
-	detach                   bool
+	detach, skipPreflight    bool
 	poll                     time.Duration
 }
 
@@ -87,6 +89,8 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
 	f.Uint64Var(&o.seed, "seed", 0, "run seed (default: the configuration's)")
 	f.BoolVar(&o.detach, "detach", false, "start the run and return without following it")
+	f.BoolVar(&o.skipPreflight, "skip-preflight", false,
+		"start without asking a sandbox worker whether it can run the config's sandbox settings")
 	f.DurationVar(&o.poll, "poll", time.Second, "how often to ask the run for its status")
 	return cmd
 }
@@ -187,6 +191,31 @@ func startRun(ctx context.Context, tc client.Client, in workflows.RunInput) (cli
 	return we, nil
 }
 
+// preflight asks a sandbox worker, through the Preflight workflow, whether
+// it can execute the run's programs with its sandbox settings; a setting it
+// cannot meet refuses the run before anything is recorded.
+func preflight(ctx context.Context, tc client.Client, cfg runconfig.Config) error {
+	we, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PreflightWorkflowID(cfg.Name),
+		TaskQueue:                workflows.QueueControl,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+	}, workflows.Preflight, cfg)
+	if err != nil {
+		return fmt.Errorf("start the sandbox preflight of %s: %w", cfg.Name, err)
+	}
+	var res activities.PreflightResponse
+	err = we.Get(ctx, &res)
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() == activities.ErrInvalidInput {
+		return fmt.Errorf("run %s refused, nothing started: %s", cfg.Name, app.Message())
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox preflight of %s (--skip-preflight starts without it): %w", cfg.Name, err)
+	}
+	return nil
+}
+
 func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) error {
 	ctx := cmd.Context()
 	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -202,6 +231,11 @@ func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) err
 	defer tc.Close()
 	if err := checkName(ctx, tc, st, cfg.Name); err != nil {
 		return err
+	}
+	if !o.skipPreflight {
+		if err := preflight(ctx, tc, cfg); err != nil {
+			return err
+		}
 	}
 	we, err := startRun(ctx, tc, workflows.RunInput{RunID: cfg.Name, Config: cfg})
 	if err != nil {

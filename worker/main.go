@@ -187,6 +187,12 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 		}
 		defer closeSB()
 		acts.Sandbox = sb
+		switch sb.(type) {
+		case *sandbox.Docker:
+			acts.SandboxKind = runconfig.SandboxDocker
+		case *sandbox.Process:
+			acts.SandboxKind = runconfig.SandboxProcess
+		}
 	}
 
 	c, err := client.Dial(client.Options{

@@ -147,6 +147,9 @@ func (Suites) Suite(ctx context.Context, seed uint64) (*suite.Suite, error) {
 // executions without isolation. It counts its executions and can be told to
 // fail like a broken sandbox daemon.
 type InProcess struct {
+	// MaxCPUs, when > 0, is the most CPUs Preflight accepts.
+	MaxCPUs float64
+
 	mu    sync.Mutex
 	runs  int
 	fails int
@@ -169,9 +172,17 @@ func (p *InProcess) Runs() int {
 }
 
 // Preflight checks the limits' static bounds (Limits.Check): the executions
-// run in this process, under none of them.
+// run in this process, under none of them. With MaxCPUs set it refuses more
+// CPUs, as an engine with that many would.
 func (p *InProcess) Preflight(ctx context.Context, l sandbox.Limits) error {
-	return l.Check()
+	if err := l.Check(); err != nil {
+		return err
+	}
+	if p.MaxCPUs > 0 && l.CPUs > p.MaxCPUs {
+		return &sandbox.LimitError{Field: "sandbox.cpus", Value: fmt.Sprint(l.CPUs),
+			Reason: fmt.Sprintf("exceeds the %v CPUs of the test sandbox", p.MaxCPUs)}
+	}
+	return nil
 }
 
 // Execute decodes the job and runs executor.Run on it.

@@ -1,0 +1,47 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/wmrl/wmrl/internal/sandbox"
+)
+
+// PreflightRequest asks a sandbox worker whether it can execute a run's
+// programs: its sandbox kind and limits, as the run config gives them.
+type PreflightRequest struct {
+	// Kind is the config's sandbox.kind: "auto" accepts either sandbox.
+	Kind   string         `json:"kind"`
+	Limits sandbox.Limits `json:"limits"`
+}
+
+// PreflightResponse tells which sandbox answered.
+type PreflightResponse struct {
+	Kind string `json:"kind"`
+}
+
+// Preflight checks the run's sandbox settings against the worker's own
+// sandbox before a run starts: the kind the config asks for, and limits the
+// engine or machine can meet (sandbox.Sandbox.Preflight). A setting that
+// cannot be met is a non-retryable error naming its run-config field, so
+// `wmrl run` refuses the run; a sandbox that does not answer is a plain
+// error, retried.
+func (a *Activities) Preflight(ctx context.Context, req PreflightRequest) (PreflightResponse, error) {
+	if a.Sandbox == nil {
+		return PreflightResponse{}, errors.New("this worker has no sandbox")
+	}
+	if req.Kind != "" && req.Kind != "auto" && a.SandboxKind != "" && req.Kind != a.SandboxKind {
+		return PreflightResponse{}, invalid(fmt.Errorf("sandbox.kind: %q, but the sandbox worker runs the %s sandbox "+
+			"(wmrl-worker --sandbox %s, or sandbox.kind: auto)", req.Kind, a.SandboxKind, req.Kind))
+	}
+	err := a.Sandbox.Preflight(ctx, req.Limits)
+	var limit *sandbox.LimitError
+	if errors.As(err, &limit) {
+		return PreflightResponse{}, invalid(err)
+	}
+	if err != nil {
+		return PreflightResponse{}, fmt.Errorf("sandbox preflight: %w", err)
+	}
+	return PreflightResponse{Kind: a.SandboxKind}, nil
+}
