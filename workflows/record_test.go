@@ -21,10 +21,13 @@ import (
 // against a real server, and is how testdata/ is refreshed after a
 // workflow change has been put behind workflow.GetVersion: record with
 // the old code first, so the new code is checked against old histories.
+// WMRL_RECORD_PREFIX names the files (testdata/<prefix>run_wmrl.json, ...):
+// the histories of each workflow version are kept side by side.
 func TestRecordHistories(t *testing.T) {
 	if os.Getenv("WMRL_RECORD_HISTORIES") != "1" {
 		t.Skip("set WMRL_RECORD_HISTORIES=1 to record testdata/ histories")
 	}
+	prefix := os.Getenv("WMRL_RECORD_PREFIX")
 	c := dialTemporal(t)
 	st := testenv.FreshStore(t)
 	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
@@ -51,9 +54,9 @@ func TestRecordHistories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/run_%s.json", m))
-		record(t, c, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), fmt.Sprintf("testdata/run_%s_continued.json", m))
-		record(t, c, StepWorkflowID(id, 0), "", fmt.Sprintf("testdata/step_%s.json", m))
+		record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/"+prefix+"run_%s.json", m))
+		record(t, c, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), fmt.Sprintf("testdata/"+prefix+"run_%s_continued.json", m))
+		record(t, c, StepWorkflowID(id, 0), "", fmt.Sprintf("testdata/"+prefix+"step_%s.json", m))
 	}
 
 	// Signals and the update: pause after the first step, set the anchor
@@ -94,7 +97,7 @@ func TestRecordHistories(t *testing.T) {
 	if !res.Stopped {
 		t.Fatalf("signals run not stopped: %+v", res)
 	}
-	record(t, c, id, we.GetRunID(), "testdata/run_signals.json")
+	record(t, c, id, we.GetRunID(), "testdata/"+prefix+"run_signals.json")
 
 	// Resume from the stopped run.
 	cfg.Steps = res.Steps + 1
@@ -107,7 +110,7 @@ func TestRecordHistories(t *testing.T) {
 	if err := we.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	record(t, c, rid, we.GetRunID(), "testdata/run_resumed.json")
+	record(t, c, rid, we.GetRunID(), "testdata/"+prefix+"run_resumed.json")
 }
 
 // waitStatus polls the run's status query until ok holds.
