@@ -59,18 +59,7 @@ func TestFaultWorkerKilled(t *testing.T) {
 		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "step 1 scored", func() bool {
-		ts, err := st.StepTrajectories(ctx, run, 1)
-		if err != nil || len(ts) != cfg.Groups*cfg.Samples {
-			return false
-		}
-		for _, tr := range ts {
-			if tr.WMScore == nil {
-				return false
-			}
-		}
-		return true
-	})
+	waitScored(ctx, t, st, cfg, run, 1)
 	stopWorker(t, w, syscall.SIGKILL)
 	t.Logf("worker killed during step 1")
 	startWorker(t, bin, dsn)

@@ -94,6 +94,33 @@ func waitScored(ctx context.Context, t *testing.T, st *store.Store, cfg runconfi
 	})
 }
 
+// runThroughOutage starts run, waits until its step 1 is scored (its
+// executions are next), cuts what cut cuts for outageFor, restores it, and
+// returns the run's result once it ends.
+func runThroughOutage(ctx context.Context, t *testing.T, c tclient.Client, st *store.Store, cfg runconfig.Config,
+	run, what string, cut func(), restore func() error) RunResult {
+	t.Helper()
+	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitScored(ctx, t, st, cfg, run, 1)
+	d := outageFor(t)
+	cut()
+	t.Logf("%s cut off from the worker for %v during step 1", what, d)
+	time.Sleep(d)
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run ended %v after %s came back", time.Since(back).Round(time.Millisecond), what)
+	return res
+}
+
 func TestFaultPostgresOutage(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
@@ -132,24 +159,7 @@ func TestFaultPostgresOutage(t *testing.T) {
 		startWorker(t, bin, dsn+" host="+sockDir)
 	}
 	run := fmt.Sprintf("pg-outage-%d", stamp)
-	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
-		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
-		t.Fatal(err)
-	}
-	waitScored(ctx, t, st, cfg, run, 1)
-	d := outageFor(t)
-	cut()
-	t.Logf("postgres cut off from the worker for %v during step 1", d)
-	time.Sleep(d)
-	if err := restore(); err != nil {
-		t.Fatal(err)
-	}
-	back := time.Now()
-	var res RunResult
-	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run ended %v after postgres came back", time.Since(back).Round(time.Millisecond))
+	res := runThroughOutage(ctx, t, c, st, cfg, run, "postgres", cut, restore)
 	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
 }
 
@@ -175,24 +185,7 @@ func TestFaultDockerOutage(t *testing.T) {
 
 	startWorkerWith(t, bin, dsn, "docker", host)
 	run := fmt.Sprintf("docker-outage-%d", stamp)
-	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
-		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
-		t.Fatal(err)
-	}
-	waitScored(ctx, t, st, cfg, run, 1)
-	d := outageFor(t)
-	p.Stop()
-	t.Logf("docker engine cut off from the worker for %v during step 1", d)
-	time.Sleep(d)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	back := time.Now()
-	var res RunResult
-	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run ended %v after the engine came back", time.Since(back).Round(time.Millisecond))
+	res := runThroughOutage(ctx, t, c, st, cfg, run, "the docker engine", p.Stop, p.Start)
 	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
 }
 
