@@ -214,8 +214,8 @@ func testRefused(t *testing.T, e *itEnv) {
 	if _, err := e.st.Run(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("refused run recorded in Postgres: %v", err)
 	}
-	if wf, err := temporalState(t.Context(), e.tc, name); err == nil {
-		t.Errorf("refused run has a workflow (%s)", wf)
+	if wf, err := temporalState(t.Context(), e.tc, name); err != nil || wf != "" {
+		t.Errorf("refused run: workflow %q, %v; want none", wf, err)
 	}
 }
 
