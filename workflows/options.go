@@ -32,12 +32,13 @@ func retryForever() *temporal.RetryPolicy {
 // it has a verdict (withSandboxUntilVerdict).
 const ExecuteAttempts = 5
 
-// withLocalControl runs short control bookkeeping (StartStep, FinishStep)
+// withLocalControl runs short control work (StartStep, FinishStep and,
+// from changeStepPipeline on, CalibrateAndFuse)
 // as a local activity in the workflow's worker: no task queue round trip.
 // An outage of the database is retried for as long as it lasts.
 func withLocalControl(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: time.Minute,
+		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         retryForever(),
 	})
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -67,6 +68,12 @@ const (
 	// from, as the ResumeRun activity rebuilds them; before it, with the
 	// config's fraction, no anchor groups and no held-out score.
 	changeResumeV2 = "resume-v2"
+	// changeStepPipeline (version 1, with changeStepV2): the anchor groups
+	// are chosen first, and each group's ScoreWorldModel and executions
+	// start as soon as its Generate is done, under one bound of
+	// parallelism activities, instead of each stage waiting for every group
+	// of the one before; CalibrateAndFuse runs as a local activity.
+	changeStepPipeline = "step-pipeline"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
@@ -84,7 +91,7 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		keyMode().ValueSet(string(s.cfg.Mode)), keyStep().ValueSet(int64(in.Step))); err != nil {
 		return StepResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
-	for _, stage := range []func(workflow.Context) error{
+	stages := []func(workflow.Context) error{
 		s.start,           // StartStep: record the step in Postgres
 		s.generate,        // 1. Generate × G (rollout)
 		s.chooseAnchors,   // 2. anchor groups, a pure function of (seed, step)
@@ -93,7 +100,19 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		s.settle,          // 5-7. RecordAnchors, Calibrate, Fuse (control)
 		s.update,          // 8. Update: checkpoint s -> s+1 (gpu)
 		s.finish,          // 9. FinishStep: the step's metrics
-	} {
+	}
+	if s.version >= 1 && workflow.GetVersion(ctx, changeStepPipeline, workflow.DefaultVersion, 1) >= 1 {
+		s.pipeline = true
+		stages = []func(workflow.Context) error{
+			s.start,         // StartStep: record the step in Postgres
+			s.chooseAnchors, // 2. anchor groups, a pure function of (seed, step)
+			s.rollout,       // 1, 3, 4. per group: Generate, then ScoreWorldModel and Execute
+			s.settle,        // 5-7. CalibrateAndFuse (control)
+			s.update,        // 8. Update: checkpoint s -> s+1 (gpu)
+			s.finish,        // 9. FinishStep: the step's metrics
+		}
+	}
+	for _, stage := range stages {
 		if err := stage(ctx); err != nil {
 			return s.res, err
 		}
@@ -107,8 +126,11 @@ type stepRun struct {
 	cfg     runconfig.Config
 	pc      mode.Pieces
 	version workflow.Version
-	logger  log.Logger
-	res     StepResult
+	// pipeline is changeStepPipeline: rollout instead of stages 1, 3, 4,
+	// and CalibrateAndFuse as a local activity.
+	pipeline bool
+	logger   log.Logger
+	res      StepResult
 }
 
 func (s *stepRun) stepRequest() activities.StepRequest {
@@ -128,13 +150,19 @@ func (s *stepRun) start(ctx workflow.Context) error {
 	return nil
 }
 
+func (s *stepRun) generateRequest(g int) activities.GenerateRequest {
+	return activities.GenerateRequest{RunID: s.in.RunID, Step: s.in.Step, Group: g, Samples: s.cfg.Samples,
+		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
+}
+
+func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
+	return activities.ScoreRequest{RunID: s.in.RunID, Step: s.in.Step, Group: g, SuiteSeed: s.cfg.SuiteSeed}
+}
+
 func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
 	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(rollout, activities.NameGenerate, activities.GenerateRequest{
-			RunID: s.in.RunID, Step: s.in.Step, Group: g, Samples: s.cfg.Samples, Seed: s.cfg.Seed,
-			SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint,
-		})
+		return workflow.ExecuteActivity(rollout, activities.NameGenerate, s.generateRequest(g))
 	}, func(g int, f workflow.Future) error {
 		if err := f.Get(ctx, nil); err != nil {
 			return fmt.Errorf("generate group %d: %w", g, err)
@@ -163,8 +191,7 @@ func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
 	}
 	wm := withWorldModel(ctx)
 	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, activities.ScoreRequest{
-			RunID: s.in.RunID, Step: s.in.Step, Group: g, SuiteSeed: s.cfg.SuiteSeed})
+		return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, s.scoreRequest(g))
 	}, func(g int, f workflow.Future) error {
 		if err := f.Get(ctx, nil); err != nil {
 			return fmt.Errorf("score group %d: %w", g, err)
@@ -173,52 +200,46 @@ func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
 	})
 }
 
-// execute runs the real executions: every trajectory in grpo, the anchor
-// groups' otherwise. From changeStepV2 on, an execution is retried until
-// the sandbox gives a verdict, and one that has none within
-// sandbox.retry_hours fails the step; before it, an execution that failed
-// five times left its trajectory ungraded.
-func (s *stepRun) execute(ctx workflow.Context) error {
-	n := s.cfg.Samples
-	groups := s.res.Anchors
-	if s.pc.ExecuteAll {
-		groups = make([]int, s.cfg.Groups)
-		for g := range groups {
-			groups[g] = g
-		}
+// executedGroups are the groups whose trajectories are really executed:
+// every group in grpo, the anchor groups otherwise (ascending).
+func (s *stepRun) executedGroups() []int {
+	if !s.pc.ExecuteAll {
+		return s.res.Anchors
 	}
-	execs := make([]activities.ExecuteResponse, len(groups)*n)
-	graded := make([]bool, len(execs))
-	sb := withSandbox(ctx, s.cfg)
-	if s.version >= 1 {
-		sb = withSandboxUntilVerdict(ctx, s.cfg)
+	groups := make([]int, s.cfg.Groups)
+	for g := range groups {
+		groups[g] = g
 	}
-	limits := s.cfg.Sandbox.Limits()
-	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(sb, activities.NameExecute, activities.ExecuteRequest{
-			RunID: s.in.RunID, Step: s.in.Step, Group: groups[i/n], Sample: i % n,
-			Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Limits: limits, Budget: s.cfg.Sandbox.Budget})
-	}, func(i int, f workflow.Future) error {
-		err := f.Get(ctx, &execs[i])
-		var app *temporal.ApplicationError
-		switch {
-		case err == nil:
-			graded[i] = true
-		case errors.As(err, &app) && app.Type() == activities.ErrInvalidInput:
-			return fmt.Errorf("execute group %d sample %d: %w", groups[i/n], i%n, err)
-		case s.version >= 1:
-			return fmt.Errorf("execute group %d sample %d: no verdict within sandbox.retry_hours (%v): %w",
-				groups[i/n], i%n, s.cfg.Sandbox.RetryBudget(), err)
-		default:
-			// Before changeStepV2: the sandbox failed on every attempt and
-			// the trajectory stays ungraded.
-			s.logger.Warn("trajectory ungraded", "group", groups[i/n], "sample", i%n, "error", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+	return groups
+}
+
+func (s *stepRun) executeRequest(group, sample int) activities.ExecuteRequest {
+	return activities.ExecuteRequest{RunID: s.in.RunID, Step: s.in.Step, Group: group, Sample: sample,
+		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Limits: s.cfg.Sandbox.Limits(), Budget: s.cfg.Sandbox.Budget}
+}
+
+// executeDone classifies an execution's outcome: graded, a failed step
+// (invalid input; from changeStepV2 on, no verdict within the retry budget),
+// or, before changeStepV2, an ungraded trajectory.
+func (s *stepRun) executeDone(group, sample int, err error) (graded bool, _ error) {
+	var app *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &app) && app.Type() == activities.ErrInvalidInput:
+		return false, fmt.Errorf("execute group %d sample %d: %w", group, sample, err)
+	case s.version >= 1:
+		return false, fmt.Errorf("execute group %d sample %d: no verdict within sandbox.retry_hours (%v): %w",
+			group, sample, s.cfg.Sandbox.RetryBudget(), err)
 	}
+	// Before changeStepV2: the sandbox failed on every attempt and the
+	// trajectory stays ungraded.
+	s.logger.Warn("trajectory ungraded", "group", group, "sample", sample, "error", err)
+	return false, nil
+}
+
+// countExecutions adds the executions to the step's metrics, in index order.
+func (s *stepRun) countExecutions(execs []activities.ExecuteResponse, graded []bool) {
 	m := &s.res.Metrics
 	for i, e := range execs {
 		m.Executed++
@@ -229,6 +250,137 @@ func (s *stepRun) execute(ctx workflow.Context) error {
 		m.CPUSeconds += e.CPUSeconds
 		m.WallSeconds += e.WallSeconds
 	}
+}
+
+func (s *stepRun) sandboxOptions(ctx workflow.Context) workflow.Context {
+	if s.version >= 1 {
+		return withSandboxUntilVerdict(ctx, s.cfg)
+	}
+	return withSandbox(ctx, s.cfg)
+}
+
+// execute runs the real executions of the executed groups. From
+// changeStepV2 on, an execution is retried until the sandbox gives a
+// verdict, and one that has none within sandbox.retry_hours fails the
+// step; before it, an execution that failed five times left its
+// trajectory ungraded.
+func (s *stepRun) execute(ctx workflow.Context) error {
+	n := s.cfg.Samples
+	groups := s.executedGroups()
+	execs := make([]activities.ExecuteResponse, len(groups)*n)
+	graded := make([]bool, len(execs))
+	sb := s.sandboxOptions(ctx)
+	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
+		return workflow.ExecuteActivity(sb, activities.NameExecute, s.executeRequest(groups[i/n], i%n))
+	}, func(i int, f workflow.Future) error {
+		var err error
+		graded[i], err = s.executeDone(groups[i/n], i%n, f.Get(ctx, &execs[i]))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.countExecutions(execs, graded)
+	return nil
+}
+
+// rollout runs stages 1, 3 and 4 group by group (changeStepPipeline): a
+// group's ScoreWorldModel (modes with a world model) and its executions
+// (executed groups) start as soon as its Generate is done. At most
+// parallelism activities run at once across the three kinds; after the
+// first failure nothing new starts, the running ones finish, and the step
+// fails with that error.
+func (s *stepRun) rollout(ctx workflow.Context) error {
+	G, n := s.cfg.Groups, s.cfg.Samples
+	slot := make([]int, G) // position of a group among the executed ones, or -1
+	for g := range slot {
+		slot[g] = -1
+	}
+	groups := s.executedGroups()
+	for k, g := range groups {
+		slot[g] = k
+	}
+	execs := make([]activities.ExecuteResponse, len(groups)*n)
+	graded := make([]bool, len(execs))
+	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
+
+	limit, running := max(s.cfg.Parallelism, 1), 0
+	var first error
+	// run starts one activity when a slot is free and waits for it; done
+	// judges its outcome. It reports whether the activity succeeded.
+	run := func(ctx workflow.Context, start func() workflow.Future, done func(workflow.Future) error) bool {
+		if err := workflow.Await(ctx, func() bool { return first != nil || running < limit }); err != nil {
+			first = cmp.Or(first, err)
+			return false
+		}
+		if first != nil {
+			return false
+		}
+		running++
+		f := start()
+		_ = f.Get(ctx, nil) // wait; done reads the outcome
+		running--
+		if err := done(f); err != nil {
+			first = cmp.Or(first, err)
+			return false
+		}
+		return true
+	}
+	wg := workflow.NewWaitGroup(ctx)
+	for g := range G {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			ok := run(ctx, func() workflow.Future {
+				return workflow.ExecuteActivity(rollout, activities.NameGenerate, s.generateRequest(g))
+			}, func(f workflow.Future) error {
+				if err := f.Get(ctx, nil); err != nil {
+					return fmt.Errorf("generate group %d: %w", g, err)
+				}
+				return nil
+			})
+			if !ok {
+				return
+			}
+			inner := workflow.NewWaitGroup(ctx)
+			if s.pc.WorldModel {
+				inner.Add(1)
+				workflow.Go(ctx, func(ctx workflow.Context) {
+					defer inner.Done()
+					run(ctx, func() workflow.Future {
+						return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, s.scoreRequest(g))
+					}, func(f workflow.Future) error {
+						if err := f.Get(ctx, nil); err != nil {
+							return fmt.Errorf("score group %d: %w", g, err)
+						}
+						return nil
+					})
+				})
+			}
+			if k := slot[g]; k >= 0 {
+				for i := range n {
+					inner.Add(1)
+					workflow.Go(ctx, func(ctx workflow.Context) {
+						defer inner.Done()
+						j := k*n + i
+						run(ctx, func() workflow.Future {
+							return workflow.ExecuteActivity(sb, activities.NameExecute, s.executeRequest(g, i))
+						}, func(f workflow.Future) error {
+							var err error
+							graded[j], err = s.executeDone(g, i, f.Get(ctx, &execs[j]))
+							return err
+						})
+					})
+				}
+			}
+			inner.Wait(ctx)
+		})
+	}
+	wg.Wait(ctx)
+	if first != nil {
+		return first
+	}
+	s.countExecutions(execs, graded)
 	return nil
 }
 
@@ -250,7 +402,13 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	if s.version >= 1 {
 		var r activities.CalibrateAndFuseResponse
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
-		if err := workflow.ExecuteActivity(ctl, activities.NameCalibrateAndFuse, req).Get(ctx, &r); err != nil {
+		var f workflow.Future
+		if s.pipeline {
+			f = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameCalibrateAndFuse, req)
+		} else {
+			f = workflow.ExecuteActivity(ctl, activities.NameCalibrateAndFuse, req)
+		}
+		if err := f.Get(ctx, &r); err != nil {
 			return fmt.Errorf("calibrate and fuse: %w", err)
 		}
 		s.res.Calibration, fused = r.Calibration, r.Fuse
