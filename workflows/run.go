@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -116,65 +117,96 @@ func invalidInput(err error) error {
 
 // TrainingRun runs a training run: one TrainingStep child per step, held-out
 // evaluations every Eval.Every steps and at the end, continue-as-new every
-// ContinueAsNewEvery steps (or when Temporal suggests it).
+// ContinueAsNewEvery steps (or when Temporal suggests it). It reads as its
+// three parts: setup (the run's state: carried over, resumed or created),
+// handlers (status query, set-anchor-fraction update, pause/resume/stop
+// signals) and loop (the steps).
 func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
-	cfg := in.Config
-	if err := cfg.Validate(); err != nil {
+	if err := in.Config.Validate(); err != nil {
 		return RunResult{}, invalidInput(err)
 	}
-	logger := workflow.GetLogger(ctx)
-	ctl := withControl(ctx)
+	r := &runFlow{in: in, cfg: in.Config, logger: workflow.GetLogger(ctx)}
+	if err := r.setup(ctx); err != nil {
+		return RunResult{}, err
+	}
+	if err := r.handlers(ctx); err != nil {
+		return RunResult{}, err
+	}
+	return r.loop(ctx)
+}
 
-	st := in.State
-	if st == nil && in.ResumeFrom != "" {
-		var r activities.ResumeRunResponse
-		req := activities.ResumeRunRequest{RunID: in.RunID, From: in.ResumeFrom, Config: cfg}
-		if err := workflow.ExecuteActivity(ctl, activities.NameResumeRun, req).Get(ctx, &r); err != nil {
-			return RunResult{}, fmt.Errorf("resume from %s: %w", in.ResumeFrom, err)
+// runFlow is one TrainingRun execution's state, shared by its parts.
+type runFlow struct {
+	in        RunInput
+	cfg       runconfig.Config
+	logger    log.Logger
+	st        *RunState
+	completed bool
+
+	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
+}
+
+// setup sets the run's state: the one carried across continue-as-new, or
+// one rebuilt from the run it resumes (activity ResumeRun), or a new run's
+// (activity CreateRun: the initial checkpoint).
+func (r *runFlow) setup(ctx workflow.Context) error {
+	cfg, ctl := r.cfg, withControl(ctx)
+	r.st = r.in.State
+	if r.st == nil && r.in.ResumeFrom != "" {
+		var res activities.ResumeRunResponse
+		req := activities.ResumeRunRequest{RunID: r.in.RunID, From: r.in.ResumeFrom, Config: cfg}
+		if err := workflow.ExecuteActivity(ctl, activities.NameResumeRun, req).Get(ctx, &res); err != nil {
+			return fmt.Errorf("resume from %s: %w", r.in.ResumeFrom, err)
 		}
-		st = &RunState{Step: r.Step, Checkpoint: r.Checkpoint, Denoise: r.Denoise, Rho: r.Rho, Tracker: r.Tracker,
-			AnchorFraction: cfg.Anchors.Fraction, Calibration: r.Calibration,
-			Last: &StepSummary{Step: r.Step - 1, Anchors: []int{}, Metrics: r.LastMetrics}}
+		r.st = &RunState{Step: res.Step, Checkpoint: res.Checkpoint, Denoise: res.Denoise, Rho: res.Rho,
+			Tracker: res.Tracker, AnchorFraction: cfg.Anchors.Fraction, Calibration: res.Calibration,
+			Last: &StepSummary{Step: res.Step - 1, Anchors: []int{}, Metrics: res.LastMetrics}}
 		if workflow.GetVersion(ctx, changeResumeV2, workflow.DefaultVersion, 1) >= 1 {
-			st.AnchorFraction = r.AnchorFraction
-			if r.LastAnchors != nil {
-				st.Last.Anchors = r.LastAnchors
+			r.st.AnchorFraction = res.AnchorFraction
+			if res.LastAnchors != nil {
+				r.st.Last.Anchors = res.LastAnchors
 			}
-			if h := r.HeldOut; h != nil {
-				st.HeldOut = &HeldOut{Version: r.Step, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
+			if h := res.HeldOut; h != nil {
+				r.st.HeldOut = &HeldOut{Version: res.Step, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
 			}
 		}
 	}
-	if st == nil {
+	if r.st == nil {
 		var created activities.CreateRunResponse
-		req := activities.CreateRunRequest{RunID: in.RunID, Config: cfg}
+		req := activities.CreateRunRequest{RunID: r.in.RunID, Config: cfg}
 		if err := workflow.ExecuteActivity(ctl, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
-			return RunResult{}, fmt.Errorf("create run: %w", err)
+			return fmt.Errorf("create run: %w", err)
 		}
-		st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
+		r.st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
 	}
-	completed := false
-	state := func() string {
-		switch {
-		case completed:
-			return StateCompleted
-		case st.Stopping:
-			return StateStopping
-		case st.Paused:
-			return StatePaused
-		}
-		return StateRunning
-	}
+	return nil
+}
 
+func (r *runFlow) state() string {
+	switch {
+	case r.completed:
+		return StateCompleted
+	case r.st.Stopping:
+		return StateStopping
+	case r.st.Paused:
+		return StatePaused
+	}
+	return StateRunning
+}
+
+// handlers answers the status query and the set-anchor-fraction update and
+// listens to the pause, resume and stop signals.
+func (r *runFlow) handlers(ctx workflow.Context) error {
+	st, cfg := r.st, r.cfg
 	err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
 		return Status{
-			Run: in.RunID, Name: cfg.Name, State: state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
+			Run: r.in.RunID, Name: cfg.Name, State: r.state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
 			AnchorFraction: st.AnchorFraction, RealisedAnchorFraction: st.Tracker.Realised(), Rho: st.Rho,
 			Checkpoint: st.Checkpoint, Last: st.Last, Calibration: st.Calibration, HeldOut: st.HeldOut,
 		}, nil
 	})
 	if err != nil {
-		return RunResult{}, fmt.Errorf("set query handler: %w", err)
+		return fmt.Errorf("set query handler: %w", err)
 	}
 	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
 		func(ctx workflow.Context, f float64) (float64, error) {
@@ -186,11 +218,11 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return validateFraction(cfg, f)
 		}})
 	if err != nil {
-		return RunResult{}, fmt.Errorf("set update handler: %w", err)
+		return fmt.Errorf("set update handler: %w", err)
 	}
-	pauseCh := workflow.GetSignalChannel(ctx, SignalPause)
-	resumeCh := workflow.GetSignalChannel(ctx, SignalResume)
-	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
+	r.pauseCh = workflow.GetSignalChannel(ctx, SignalPause)
+	r.resumeCh = workflow.GetSignalChannel(ctx, SignalResume)
+	r.stopCh = workflow.GetSignalChannel(ctx, SignalStop)
 	listen := func(ch workflow.ReceiveChannel, apply func()) {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
@@ -199,30 +231,37 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 			}
 		})
 	}
-	listen(pauseCh, func() { st.Paused = true })
-	listen(resumeCh, func() { st.Paused = false })
-	listen(stopCh, func() { st.Stopping = true })
+	listen(r.pauseCh, func() { st.Paused = true })
+	listen(r.resumeCh, func() { st.Paused = false })
+	listen(r.stopCh, func() { st.Stopping = true })
+	return nil
+}
 
+func (r *runFlow) setState(ctx workflow.Context, s store.RunState) error {
+	req := activities.SetRunStateRequest{RunID: r.in.RunID, State: s}
+	return workflow.ExecuteActivity(withControl(ctx), activities.NameSetRunState, req).Get(ctx, nil)
+}
+
+// loop runs the steps: it waits while paused, ends early when stopped,
+// continues as new every ContinueAsNewEvery steps, evaluates every
+// Eval.Every steps and at the end, and records the run's end.
+func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
+	st, cfg, logger := r.st, r.cfg, r.logger
 	if err := workflow.UpsertTypedSearchAttributes(ctx, keyRunName().ValueSet(cfg.Name),
 		keyMode().ValueSet(string(cfg.Mode)), keyStep().ValueSet(int64(st.Step))); err != nil {
 		return RunResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
-	setState := func(s store.RunState) error {
-		req := activities.SetRunStateRequest{RunID: in.RunID, State: s}
-		return workflow.ExecuteActivity(ctl, activities.NameSetRunState, req).Get(ctx, nil)
-	}
-
 	stepsHere := 0
 	for st.Step < cfg.Steps {
 		if st.Paused && !st.Stopping {
-			if err := setState(store.RunPaused); err != nil {
+			if err := r.setState(ctx, store.RunPaused); err != nil {
 				return RunResult{}, fmt.Errorf("record pause: %w", err)
 			}
 			logger.Info("paused", "step", st.Step)
 			if err := workflow.Await(ctx, func() bool { return !st.Paused || st.Stopping }); err != nil {
 				return RunResult{}, err
 			}
-			if err := setState(store.RunRunning); err != nil {
+			if err := r.setState(ctx, store.RunRunning); err != nil {
 				return RunResult{}, fmt.Errorf("record resume: %w", err)
 			}
 		}
@@ -233,59 +272,69 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return RunResult{}, err
 			}
-			drain(pauseCh, func() { st.Paused = true })
-			drain(resumeCh, func() { st.Paused = false })
-			drain(stopCh, func() { st.Stopping = true })
+			drain(r.pauseCh, func() { st.Paused = true })
+			drain(r.resumeCh, func() { st.Paused = false })
+			drain(r.stopCh, func() { st.Stopping = true })
 			logger.Info("continue as new", "step", st.Step)
-			return RunResult{}, workflow.NewContinueAsNewError(ctx, TrainingRun, RunInput{RunID: in.RunID, Config: cfg, State: st})
+			return RunResult{}, workflow.NewContinueAsNewError(ctx, TrainingRun,
+				RunInput{RunID: r.in.RunID, Config: cfg, State: st})
 		}
-
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID: StepWorkflowID(in.RunID, st.Step),
-			TaskQueue:  QueueControl,
-		})
-		var r StepResult
-		sin := StepInput{RunID: in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
-			Checkpoint: st.Checkpoint, Denoise: st.Denoise}
-		if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &r); err != nil {
-			// Record the failure for `wmrl list`; the run can be resumed
-			// from its last completed step.
-			if serr := setState(store.RunFailed); serr != nil {
-				logger.Error("record failure", "error", serr)
-			}
-			return RunResult{}, fmt.Errorf("step %d: %w", st.Step, err)
+		if err := r.step(ctx); err != nil {
+			return RunResult{}, err
 		}
-		st.Tracker.Add(cfg.Groups, len(r.Anchors))
-		st.Checkpoint, st.Denoise, st.Rho = r.Checkpoint, r.Denoise, r.Rho
-		st.Last = &StepSummary{Step: r.Step, Anchors: r.Anchors, Metrics: r.Metrics}
-		if r.Calibration != nil {
-			st.Calibration = r.Calibration
-		}
-		st.Step++
 		stepsHere++
-		if err := workflow.UpsertTypedSearchAttributes(ctx, keyStep().ValueSet(int64(st.Step))); err != nil {
-			return RunResult{}, fmt.Errorf("upsert search attributes: %w", err)
-		}
 		if cfg.Eval.Every > 0 && st.Step%cfg.Eval.Every == 0 && st.Step < cfg.Steps {
-			if err := evaluate(ctx, in.RunID, cfg, st); err != nil {
+			if err := evaluate(ctx, r.in.RunID, cfg, st); err != nil {
 				return RunResult{}, err
 			}
 		}
 	}
 	if st.Step > 0 && (st.HeldOut == nil || st.HeldOut.Version != st.Step) {
-		if err := evaluate(ctx, in.RunID, cfg, st); err != nil {
+		if err := evaluate(ctx, r.in.RunID, cfg, st); err != nil {
 			return RunResult{}, err
 		}
 	}
-	if err := setState(store.RunCompleted); err != nil {
+	if err := r.setState(ctx, store.RunCompleted); err != nil {
 		return RunResult{}, fmt.Errorf("record completion: %w", err)
 	}
-	completed = true
+	r.completed = true
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return RunResult{}, err
 	}
-	return RunResult{RunID: in.RunID, Steps: st.Step, Stopped: st.Step < cfg.Steps, Checkpoint: st.Checkpoint,
+	return RunResult{RunID: r.in.RunID, Steps: st.Step, Stopped: st.Step < cfg.Steps, Checkpoint: st.Checkpoint,
 		HeldOut: st.HeldOut}, nil
+}
+
+// step runs step st.Step as a child workflow and folds its result into the
+// run's state.
+func (r *runFlow) step(ctx workflow.Context) error {
+	st, cfg := r.st, r.cfg
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: StepWorkflowID(r.in.RunID, st.Step),
+		TaskQueue:  QueueControl,
+	})
+	var res StepResult
+	sin := StepInput{RunID: r.in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
+		Checkpoint: st.Checkpoint, Denoise: st.Denoise}
+	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
+		// Record the failure for `wmrl list`; the run can be resumed
+		// from its last completed step.
+		if serr := r.setState(ctx, store.RunFailed); serr != nil {
+			r.logger.Error("record failure", "error", serr)
+		}
+		return fmt.Errorf("step %d: %w", st.Step, err)
+	}
+	st.Tracker.Add(cfg.Groups, len(res.Anchors))
+	st.Checkpoint, st.Denoise, st.Rho = res.Checkpoint, res.Denoise, res.Rho
+	st.Last = &StepSummary{Step: res.Step, Anchors: res.Anchors, Metrics: res.Metrics}
+	if res.Calibration != nil {
+		st.Calibration = res.Calibration
+	}
+	st.Step++
+	if err := workflow.UpsertTypedSearchAttributes(ctx, keyStep().ValueSet(int64(st.Step))); err != nil {
+		return fmt.Errorf("upsert search attributes: %w", err)
+	}
+	return nil
 }
 
 // validateFraction is the validator of set-anchor-fraction.
