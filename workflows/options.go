@@ -14,9 +14,41 @@ import (
 // retried elsewhere: short start-to-close timeouts for the short
 // activities, heartbeat timeouts for the long ones (Execute, Evaluate,
 // Update), so a lost worker costs a step well under a few minutes.
+// Infrastructure errors (database, file system, sandbox engine, network)
+// are retried with backoff; invalid input never is.
 
-// Retry policies. Infrastructure errors (database, file system, sandbox
-// daemon) are retried with backoff; invalid input never is.
+// ExecuteAttempts is how often a real execution was tried before its
+// trajectory counted as ungraded, in steps and evaluations recorded before
+// changeStepV2 and changeEvalV2. From them on an execution is retried until
+// it has a verdict (withSandboxUntilVerdict).
+const ExecuteAttempts = 5
+
+// activityOptions describes how one kind of activity runs: the one builder
+// of every activity's options (options).
+type activityOptions struct {
+	queue        string
+	startToClose time.Duration
+	heartbeat    time.Duration // 0: none
+	// retryFor bounds the retries (schedule-to-close); 0: for ever.
+	retryFor time.Duration
+	// attempts bounds the attempts; 0: no bound.
+	attempts int32
+}
+
+// options returns ctx with o's activity options: backoff from 1 s doubling
+// to 1 min, invalid input never retried.
+func options(ctx workflow.Context, o activityOptions) workflow.Context {
+	rp := retryForever()
+	rp.MaximumAttempts = o.attempts
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              o.queue,
+		ScheduleToCloseTimeout: o.retryFor,
+		StartToCloseTimeout:    o.startToClose,
+		HeartbeatTimeout:       o.heartbeat,
+		RetryPolicy:            rp,
+	})
+}
+
 func retryForever() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
@@ -26,16 +58,10 @@ func retryForever() *temporal.RetryPolicy {
 	}
 }
 
-// ExecuteAttempts is how often a real execution was tried before its
-// trajectory counted as ungraded, in steps and evaluations recorded before
-// changeStepV2 and changeEvalV2. From them on an execution is retried until
-// it has a verdict (withSandboxUntilVerdict).
-const ExecuteAttempts = 5
-
 // withLocalControl runs short control work (StartStep, FinishStep and,
-// from changeStepPipeline on, CalibrateAndFuse)
-// as a local activity in the workflow's worker: no task queue round trip.
-// An outage of the database is retried for as long as it lasts.
+// from changeStepPipeline on, CalibrateAndFuse) as a local activity in the
+// workflow's worker: no task queue round trip. An outage of the database
+// is retried for as long as it lasts.
 func withLocalControl(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
@@ -44,27 +70,15 @@ func withLocalControl(ctx workflow.Context) workflow.Context {
 }
 
 func withControl(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueControl,
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         retryForever(),
-	})
+	return options(ctx, activityOptions{queue: QueueControl, startToClose: 2 * time.Minute})
 }
 
 func withRollout(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueRollout,
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         retryForever(),
-	})
+	return options(ctx, activityOptions{queue: QueueRollout, startToClose: 2 * time.Minute})
 }
 
 func withWorldModel(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueWorldModel,
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         retryForever(),
-	})
+	return options(ctx, activityOptions{queue: QueueWorldModel, startToClose: 2 * time.Minute})
 }
 
 // deadline is the sandbox deadline of one execution.
@@ -72,15 +86,10 @@ func deadline(cfg runconfig.Config) time.Duration {
 	return time.Duration(cfg.Sandbox.DeadlineSeconds * float64(time.Second))
 }
 
+// withSandbox is an execution's options before changeStepV2: five attempts.
 func withSandbox(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
-	rp := retryForever()
-	rp.MaximumAttempts = ExecuteAttempts
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueSandbox,
-		StartToCloseTimeout: deadline(cfg) + 2*time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy:         rp,
-	})
+	return options(ctx, activityOptions{queue: QueueSandbox, startToClose: deadline(cfg) + 2*time.Minute,
+		heartbeat: 30 * time.Second, attempts: ExecuteAttempts})
 }
 
 // withSandboxUntilVerdict retries an execution whose infrastructure fails
@@ -88,43 +97,29 @@ func withSandbox(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
 // sandbox.retry_hours: only the sandbox's verdict ends it, so an outage
 // delays the step instead of changing its result.
 func withSandboxUntilVerdict(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              QueueSandbox,
-		ScheduleToCloseTimeout: cfg.Sandbox.RetryBudget(),
-		StartToCloseTimeout:    deadline(cfg) + 2*time.Minute,
-		HeartbeatTimeout:       30 * time.Second,
-		RetryPolicy:            retryForever(),
-	})
+	return options(ctx, activityOptions{queue: QueueSandbox, startToClose: deadline(cfg) + 2*time.Minute,
+		heartbeat: 30 * time.Second, retryFor: cfg.Sandbox.RetryBudget()})
+}
+
+// evaluateTimeout bounds one attempt at a held-out task's samples.
+func evaluateTimeout(cfg runconfig.Config) time.Duration {
+	return time.Duration(cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute
+}
+
+// withEvaluate is a held-out task's options before changeEvalV2: five
+// attempts.
+func withEvaluate(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
+	return options(ctx, activityOptions{queue: QueueSandbox, startToClose: evaluateTimeout(cfg),
+		heartbeat: time.Minute, attempts: ExecuteAttempts})
 }
 
 // withEvaluateUntilVerdict is withSandboxUntilVerdict for a held-out task's
 // evaluation.
 func withEvaluateUntilVerdict(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              QueueSandbox,
-		ScheduleToCloseTimeout: cfg.Sandbox.RetryBudget(),
-		StartToCloseTimeout:    time.Duration(cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute,
-		HeartbeatTimeout:       time.Minute,
-		RetryPolicy:            retryForever(),
-	})
-}
-
-func withEvaluate(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
-	rp := retryForever()
-	rp.MaximumAttempts = ExecuteAttempts
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueSandbox,
-		StartToCloseTimeout: time.Duration(cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute,
-		HeartbeatTimeout:    time.Minute,
-		RetryPolicy:         rp,
-	})
+	return options(ctx, activityOptions{queue: QueueSandbox, startToClose: evaluateTimeout(cfg),
+		heartbeat: time.Minute, retryFor: cfg.Sandbox.RetryBudget()})
 }
 
 func withGPU(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           QueueGPU,
-		StartToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy:         retryForever(),
-	})
+	return options(ctx, activityOptions{queue: QueueGPU, startToClose: 30 * time.Minute, heartbeat: 30 * time.Second})
 }

@@ -27,14 +27,7 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 	if err := cfg.Validate(); err != nil {
 		return activities.PreflightResponse{}, invalidInput(err)
 	}
-	rp := retryForever()
-	rp.MaximumInterval = 10 * time.Second
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              QueueSandbox,
-		ScheduleToCloseTimeout: PreflightTimeout,
-		StartToCloseTimeout:    time.Minute,
-		RetryPolicy:            rp,
-	})
+	ctx = options(ctx, activityOptions{queue: QueueSandbox, startToClose: time.Minute, retryFor: PreflightTimeout})
 	var res activities.PreflightResponse
 	req := activities.PreflightRequest{Kind: cfg.Sandbox.Kind, Limits: cfg.Sandbox.Limits()}
 	if err := workflow.ExecuteActivity(ctx, activities.NamePreflight, req).Get(ctx, &res); err != nil {
