@@ -17,6 +17,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -127,7 +128,7 @@ func ensureNamespace(t *testing.T, addr, ns string) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	if err := workflows.EnsureNamespace(ctx, tc, ns, 24*time.Hour); err != nil {
+	if err := namespace.Ensure(ctx, tc, ns, 24*time.Hour, workflows.SearchAttributes()); err != nil {
 		t.Fatal(err)
 	}
 }

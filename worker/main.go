@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/temporallog"
 
 	"go.temporal.io/sdk/client"
@@ -208,7 +209,7 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	// (the dev server registers them): add what is missing. Without the
 	// permission to do so, say what is needed and go on.
 	nsCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := workflows.EnsureNamespace(nsCtx, c, o.namespace, 72*time.Hour); err != nil {
+	if err := namespace.Ensure(nsCtx, c, o.namespace, 72*time.Hour, workflows.SearchAttributes()); err != nil {
 		logger.Warn("namespace setup: runs need the search attributes WmrlRunName, WmrlMode, WmrlStep, WmrlHeldoutScore", zap.Error(err))
 	}
 	cancel()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
@@ -56,7 +57,7 @@ func dialTemporal(t *testing.T) client.Client {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := EnsureNamespace(ctx, c, testNamespace, 24*time.Hour); err != nil {
+	if err := namespace.Ensure(ctx, c, testNamespace, 24*time.Hour, SearchAttributes()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)

@@ -45,6 +45,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
@@ -200,7 +201,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
 	defer c.Close()
-	if err := workflows.EnsureNamespace(ctx, c, o.namespace, 24*time.Hour); err != nil {
+	if err := namespace.Ensure(ctx, c, o.namespace, 24*time.Hour, workflows.SearchAttributes()); err != nil {
 		return err
 	}
 	stop, err := startWorkers(c, acts, o.pollers)

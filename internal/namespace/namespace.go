@@ -1,4 +1,8 @@
-package workflows
+// Package namespace prepares a Temporal namespace for wmrl: registered,
+// with the custom search attributes its workflows set. It is
+// administration, run once by a worker at start (and by tests and
+// benchmarks), never by workflow code.
+package namespace
 
 import (
 	"context"
@@ -14,21 +18,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// SearchAttributes are the custom search attributes wmrl's workflows set, by
-// name and type. A namespace must have them before a run starts.
-func SearchAttributes() map[string]enums.IndexedValueType {
-	return map[string]enums.IndexedValueType{
-		AttrRunName:      enums.INDEXED_VALUE_TYPE_KEYWORD,
-		AttrMode:         enums.INDEXED_VALUE_TYPE_KEYWORD,
-		AttrStep:         enums.INDEXED_VALUE_TYPE_INT,
-		AttrHeldOutScore: enums.INDEXED_VALUE_TYPE_DOUBLE,
-	}
-}
-
-// EnsureNamespace registers namespace ns (with the given retention) unless it
-// exists, adds the missing search attributes of SearchAttributes, and waits
-// until the namespace lists them all or ctx ends. It is idempotent.
-func EnsureNamespace(ctx context.Context, c client.Client, ns string, retention time.Duration) error {
+// Ensure registers namespace ns (with the given retention) unless it
+// exists, adds the search attributes of attrs it lacks, and waits until the
+// namespace lists them all or ctx ends. It is idempotent.
+func Ensure(ctx context.Context, c client.Client, ns string, retention time.Duration,
+	attrs map[string]enums.IndexedValueType) error {
 	_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(retention)})
 	var exists *serviceerror.NamespaceAlreadyExists
@@ -39,7 +33,7 @@ func EnsureNamespace(ctx context.Context, c client.Client, ns string, retention 
 		missing := map[string]enums.IndexedValueType{}
 		resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		if err == nil {
-			for k, v := range SearchAttributes() {
+			for k, v := range attrs {
 				if _, ok := resp.GetCustomAttributes()[k]; !ok {
 					missing[k] = v
 				}
