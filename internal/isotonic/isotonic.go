@@ -102,8 +102,8 @@ func checkInput(x, y, w []float64) error {
 }
 
 // FitBinned is the binned variant kept for parity with published code: x is
-// cut into bins equal-width bins on [0,1] (values outside are clamped into the
-// end bins), each non-empty bin becomes one point at its mean x with the mean
+// cut into bins equal-width bins on [0,1] with the reference's edges (binOf;
+// values outside are clamped into the end bins), each non-empty bin becomes one point at its mean x with the mean
 // y, weighted by its count, and the points are fitted by Fit.
 func FitBinned(x, y []float64, bins int) (Map, error) {
 	if bins < 1 {
@@ -132,16 +132,38 @@ func FitBinned(x, y []float64, bins int) (Map, error) {
 	return fitWeighted(sortItems(es))
 }
 
-// binOf returns the equal-width bin of v on [0,1], values outside clamped
-// into the end bins. It compares in float64 first so that huge values do not
-// overflow the int conversion.
+// binOf returns the equal-width bin of v on [0,1] as the reference
+// implementation finds it: numpy.digitize(v, numpy.linspace(0, 1, bins+1))
+// - 1, clipped to [0, bins-1]. Bin b holds edge(b) <= v < edge(b+1) with
+// numpy's edges, edge(k) = k·(1/bins) in float64 (and edge(bins) = 1), so a
+// score exactly on a decimal edge falls where numpy puts it: with 10 bins,
+// 0.3 and 0.6 are below their edges 0.30000000000000004 and
+// 0.6000000000000001 and go to bins 2 and 5. It compares in float64 first
+// so that huge values do not overflow the int conversion.
 func binOf(v float64, bins int) int {
+	step := 1 / float64(bins)
+	edge := func(k int) float64 {
+		if k == bins {
+			return 1
+		}
+		return float64(k) * step
+	}
 	f := v * float64(bins)
 	switch {
-	case f < 1:
+	case !(f >= 1): // also NaN
+		if bins > 1 && v >= edge(1) {
+			return 1
+		}
 		return 0
-	case f >= float64(bins-1):
+	case f >= float64(bins):
 		return bins - 1
 	}
-	return int(f)
+	b := int(f)
+	for b > 0 && v < edge(b) {
+		b--
+	}
+	for b < bins-1 && v >= edge(b+1) {
+		b++
+	}
+	return b
 }

@@ -282,3 +282,36 @@ func TestFitBinned(t *testing.T) {
 		t.Fatalf("empty: error %v", err)
 	}
 }
+
+// TestBinOfMatchesNumpy: the bins of numpy.digitize(x, numpy.linspace(0, 1,
+// bins+1)) - 1, clipped to [0, bins-1], as numpy 1.24.2 printed them for
+// these scores (scores on decimal edges such as 0.3, 0.6 and 0.7 fall below
+// numpy's edge).
+func TestBinOfMatchesNumpy(t *testing.T) {
+	xs := []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0 / 3, 2.0 / 3, 0.2857142857142857, -0.1, 1.5}
+	tests := []struct {
+		bins int
+		want []int
+	}{
+		{10, []int{0, 1, 2, 2, 4, 5, 5, 6, 8, 9, 9, 3, 6, 2, 0, 9}},
+		{5, []int{0, 0, 1, 1, 2, 2, 2, 3, 4, 4, 4, 1, 3, 1, 0, 4}},
+		{3, []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 0, 0, 2}},
+		{7, []int{0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 2, 4, 2, 0, 6}},
+	}
+	for _, tt := range tests {
+		for i, x := range xs {
+			if got := binOf(x, tt.bins); got != tt.want[i] {
+				t.Errorf("binOf(%v, %d) = %d, numpy says %d", x, tt.bins, got, tt.want[i])
+			}
+		}
+	}
+	if got := binOf(math.NaN(), 4); got != 0 {
+		t.Errorf("binOf(NaN) = %d", got)
+	}
+	if got := binOf(math.Inf(1), 4); got != 3 {
+		t.Errorf("binOf(+Inf) = %d", got)
+	}
+	if got := binOf(0.5, 1); got != 0 {
+		t.Errorf("binOf(0.5, 1) = %d", got)
+	}
+}
