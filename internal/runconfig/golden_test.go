@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,8 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the curren
 // recorded histories decode only while its JSON field names and shapes stay
 // the same. The golden files were captured before the domain sections were
 // embedded; regenerate them (-update) only for a deliberate change of the
-// encoding, with a workflow version for it.
+// encoding, with a workflow version for it. The experiments of docs/results
+// check that their YAML names still parse to the same values.
 func TestJSONGolden(t *testing.T) {
 	give := map[string]func() (Config, error){"default": func() (Config, error) { return Default(), nil }}
 	for _, name := range PresetNames() {
@@ -30,6 +32,20 @@ func TestJSONGolden(t *testing.T) {
 		c := Default()
 		c.MaxUngraded, c.Sandbox.RetryHours = &ratio, 2
 		return c, nil
+	}
+	// The experiments of docs/results, parsed over Default.
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "results", "experiments", "*.yaml"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("experiments: %v, %d files", err, len(docs))
+	}
+	for _, path := range docs {
+		give["experiment-"+strings.TrimSuffix(filepath.Base(path), ".yaml")] = func() (Config, error) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return Config{}, err
+			}
+			return Parse(Default(), data)
+		}
 	}
 	for name, get := range give {
 		t.Run(name, func(t *testing.T) {
