@@ -12,7 +12,15 @@ import (
 // suite, the default world model and an in-process sandbox.
 func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
 	t.Helper()
-	s := testenv.FreshStore(t)
+	a, sb, _ := newTestActivitiesDB(t)
+	return a, sb
+}
+
+// newTestActivitiesDB is newTestActivities that also returns the database's
+// DSN, for tests that write rows the store no longer writes.
+func newTestActivitiesDB(t *testing.T) (*Activities, *testenv.InProcess, string) {
+	t.Helper()
+	s, dsn := testenv.FreshDB(t)
 	if _, err := testenv.SmallSuite(); err != nil {
 		t.Fatal(err)
 	}
@@ -22,5 +30,5 @@ func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
 	}
 	sb := &testenv.InProcess{}
 	return &Activities{Store: s, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: t.TempDir(),
-		RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}, sb
+		RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}, sb, dsn
 }

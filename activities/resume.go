@@ -123,12 +123,11 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		if s.Status != store.StepCompleted || s.Step > last {
 			continue
 		}
-		m := StepMetricsFromMap(s.Metrics)
-		resp.Tracker.Add(m.Groups, m.AnchorGroups)
+		resp.Tracker.Add(s.Metrics.Groups, s.Metrics.AnchorGroups)
 		if s.Step == last {
-			resp.LastMetrics = m
-			if f, ok := s.Metrics["anchor_fraction"]; ok && cfg.Mode.Pieces().Anchors {
-				resp.AnchorFraction = f
+			resp.LastMetrics = s.Metrics
+			if s.FractionRecorded && cfg.Mode.Pieces().Anchors {
+				resp.AnchorFraction = s.Metrics.AnchorFraction
 			}
 		}
 	}
@@ -149,19 +148,4 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		resp.HeldOut = &h
 	}
 	return resp, nil
-}
-
-// StepMetricsFromMap reads metrics stored by FinishStep (the inverse of
-// StepMetrics.Map; missing names read as 0).
-func StepMetricsFromMap(v map[string]float64) StepMetrics {
-	i := func(k string) int { return int(v[k]) }
-	return StepMetrics{
-		Groups: i("groups"), Samples: i("samples"), AnchorGroups: i("anchor_groups"), Trajectories: i("trajectories"),
-		AnchorFraction: v["anchor_fraction"], Executed: i("executed"), Ungraded: i("ungraded"), Graded: i("graded"),
-		MeanReward: v["mean_reward"], MeanEnv: v["mean_env"], MeanWM: v["mean_wm"],
-		Rho: v["rho"], AnchorShare: v["anchor_share"], SkippedGroups: i("skipped_groups"),
-		CalibrationPairs: i("calibration_pairs"), BiasBefore: v["bias_before"], BiasAfter: v["bias_after"],
-		Objective: v["objective"], KL: v["kl"], GradNorm: v["grad_norm"],
-		CPUSeconds: v["cpu_seconds"], WallSeconds: v["wall_seconds"],
-	}
 }

@@ -2,9 +2,11 @@ package activities
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/wmrl/wmrl/internal/denoise"
@@ -16,8 +18,10 @@ import (
 // seedRun records run id with steps 0 and 1 completed (anchor groups {0}
 // then {1, 2} of 3), checkpoints 0..2, the fusion state of step 1 and a
 // held-out evaluation of checkpoint 2. A fraction >= 0 is recorded as the
-// anchor fraction the steps used.
-func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config, fraction float64) {
+// anchor fraction the steps used; with -1 the steps are rows written before
+// the metrics carried it, as name → number objects without anchor_fraction,
+// through the database at dsn.
+func seedRun(t *testing.T, a *Activities, dsn, id string, cfg runconfig.Config, fraction float64) {
 	t.Helper()
 	ctx := t.Context()
 	if _, err := a.CreateRun(ctx, CreateRunRequest{RunID: id, Config: cfg}); err != nil {
@@ -37,14 +41,13 @@ func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config, fract
 		if err := a.Store.SetAnchors(ctx, id, step, groups); err != nil {
 			t.Fatal(err)
 		}
-		m := StepMetrics{Groups: 3, Samples: 2, AnchorGroups: len(groups), Rho: 0.5}.Map()
 		if fraction >= 0 {
-			m["anchor_fraction"] = fraction
+			m := StepMetrics{Groups: 3, Samples: 2, AnchorGroups: len(groups), AnchorFraction: fraction, Rho: 0.5}
+			if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
+				t.Fatal(err)
+			}
 		} else {
-			delete(m, "anchor_fraction") // a step recorded before steps kept it
-		}
-		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
-			t.Fatal(err)
+			oldStepRow(t, dsn, id, step, fmt.Sprintf(`{"anchor_groups":%d,"groups":3,"rho":0.5,"samples":2}`, len(groups)))
 		}
 		c := store.Checkpoint{Run: id, Version: step + 1, Hash: "hash-" + string(rune('1'+step)), Location: "/nowhere"}
 		if err := a.Store.PutCheckpoint(ctx, c); err != nil {
@@ -62,14 +65,32 @@ func seedRun(t *testing.T, a *Activities, id string, cfg runconfig.Config, fract
 	}
 }
 
+// oldStepRow records a completed step with metrics as an earlier version
+// stored them.
+func oldStepRow(t *testing.T, dsn, run string, step int, metrics string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	_, err = conn.Exec(t.Context(), `INSERT INTO steps (run_id, step, status, metrics, finished_at)
+		VALUES ($1, $2, 'completed', $3, now())
+		ON CONFLICT (run_id, step) DO UPDATE SET status = 'completed', metrics = EXCLUDED.metrics, finished_at = now()`,
+		run, step, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ResumeRun rebuilds the whole state a resumed run starts from, including
 // the anchor fraction the old run's last step used (set-anchor-fraction's).
 func TestResumeRunState(t *testing.T) {
-	a, _ := newTestActivities(t)
+	a, _, dsn := newTestActivitiesDB(t)
 	ctx := t.Context()
 	cfg := tinyConfig(t)
 	cfg.Steps = 5
-	seedRun(t, a, "old", cfg, 0.25)
+	seedRun(t, a, dsn, "old", cfg, 0.25)
 	req := ResumeRunRequest{RunID: "new", From: "old", Config: cfg}
 	got, err := a.ResumeRun(ctx, req)
 	if err != nil {
@@ -91,10 +112,14 @@ func TestResumeRunState(t *testing.T) {
 	}
 
 	// Steps that did not record their fraction: the configuration's.
-	seedRun(t, a, "plain", cfg, -1)
+	seedRun(t, a, dsn, "plain", cfg, -1)
 	got, err = a.ResumeRun(ctx, ResumeRunRequest{RunID: "plain-2", From: "plain", Config: cfg})
 	if err != nil || got.AnchorFraction != cfg.Anchors.Fraction {
 		t.Errorf("fraction of a resumed run without a change: %v, %v; want %v", got.AnchorFraction, err, cfg.Anchors.Fraction)
+	}
+	if want := (StepMetrics{Groups: 3, Samples: 2, AnchorGroups: 2, Rho: 0.5}); got.LastMetrics != want ||
+		got.Tracker.Groups != 6 || got.Tracker.Anchors != 3 {
+		t.Errorf("old-format metrics read as %+v (tracker %+v), want %+v", got.LastMetrics, got.Tracker, want)
 	}
 }
 

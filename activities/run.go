@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -152,63 +153,9 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if err := req.Validate(); err != nil {
 		return invalid(err)
 	}
-	return a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics.Map())
+	return a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics)
 }
 
-// StepMetrics summarises a completed step. Everything except the CPU and
-// wall seconds is a deterministic function of the run seed and the
-// executions' results.
-type StepMetrics struct {
-	Groups       int `json:"groups"`
-	Samples      int `json:"samples"`
-	AnchorGroups int `json:"anchor_groups"`
-	// AnchorFraction is the run's anchor fraction the step used (the
-	// config's, or the last set-anchor-fraction's).
-	AnchorFraction float64 `json:"anchor_fraction"`
-	Trajectories   int     `json:"trajectories"`
-	// Executed counts the training trajectories really executed (graded or
-	// not); Ungraded those whose execution failed after every retry.
-	Executed int `json:"executed"`
-	Ungraded int `json:"ungraded"`
-	// Graded counts the trajectories with a training reward.
-	Graded int `json:"graded"`
-	// MeanReward is the mean training reward (r_env for executed
-	// trajectories in grpo and anchor groups, r_wm, calibrated or not,
-	// otherwise); MeanEnv the mean r_env of the executed trajectories;
-	// MeanWM the mean raw r_wm of the scored ones.
-	MeanReward float64 `json:"mean_reward"`
-	MeanEnv    float64 `json:"mean_env"`
-	MeanWM     float64 `json:"mean_wm"`
-	// Rho is the anchor weight of the step; AnchorShare the fraction of the
-	// update's weight on anchor trajectories.
-	Rho         float64 `json:"rho"`
-	AnchorShare float64 `json:"anchor_share"`
-	// SkippedGroups had fewer than two graded trajectories.
-	SkippedGroups int `json:"skipped_groups"`
-	// CalibrationPairs is the size of the calibration window; BiasBefore and
-	// BiasAfter its mean bias (r_wm − r_env) before and after the map.
-	CalibrationPairs int     `json:"calibration_pairs"`
-	BiasBefore       float64 `json:"bias_before"`
-	BiasAfter        float64 `json:"bias_after"`
-	// Objective, KL and GradNorm come from the policy update.
-	Objective float64 `json:"objective"`
-	KL        float64 `json:"kl"`
-	GradNorm  float64 `json:"grad_norm"`
-	// CPUSeconds and WallSeconds sum the training executions' costs.
-	CPUSeconds  float64 `json:"cpu_seconds"`
-	WallSeconds float64 `json:"wall_seconds"`
-}
-
-// Map returns the metrics by name, as stored with the step.
-func (m StepMetrics) Map() map[string]float64 {
-	return map[string]float64{
-		"groups": float64(m.Groups), "samples": float64(m.Samples), "anchor_groups": float64(m.AnchorGroups),
-		"anchor_fraction": m.AnchorFraction,
-		"trajectories":    float64(m.Trajectories), "executed": float64(m.Executed), "ungraded": float64(m.Ungraded),
-		"graded": float64(m.Graded), "mean_reward": m.MeanReward, "mean_env": m.MeanEnv, "mean_wm": m.MeanWM,
-		"rho": m.Rho, "anchor_share": m.AnchorShare, "skipped_groups": float64(m.SkippedGroups),
-		"calibration_pairs": float64(m.CalibrationPairs), "bias_before": m.BiasBefore, "bias_after": m.BiasAfter,
-		"objective": m.Objective, "kl": m.KL, "grad_norm": m.GradNorm,
-		"cpu_seconds": m.CPUSeconds, "wall_seconds": m.WallSeconds,
-	}
-}
+// StepMetrics summarises a completed step (metrics.Step, stored as its
+// JSON with the step).
+type StepMetrics = metrics.Step

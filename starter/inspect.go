@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -21,8 +24,8 @@ type inspectReport struct {
 	Mode   mode.Mode        `json:"mode"`
 	Step   int              `json:"step"`
 	Status store.StepStatus `json:"status"`
-	// Metrics are the step's recorded metrics (empty until it completes).
-	Metrics map[string]float64 `json:"metrics"`
+	// Metrics are the step's recorded metrics ({} until it completes).
+	Metrics inspectMetrics `json:"metrics"`
 	// Rho is the anchor weight of the step (from its fusion state; nil
 	// when none is stored).
 	Rho          *float64           `json:"rho"`
@@ -31,6 +34,30 @@ type inspectReport struct {
 	Checkpoint   *store.Checkpoint  `json:"checkpoint"`
 	Trajectories []inspectTraj      `json:"trajectories"`
 	AnchorPairs  []store.AnchorPair `json:"anchor_pairs"`
+}
+
+// inspectMetrics are a step's metrics once it completed (nil before, shown
+// as {} as when the metrics were stored by name).
+type inspectMetrics struct {
+	*metrics.Step
+}
+
+// MarshalJSON encodes the metrics, or {} when there are none.
+func (m inspectMetrics) MarshalJSON() ([]byte, error) {
+	if m.Step == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(m.Step)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (m *inspectMetrics) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
+		m.Step = nil
+		return nil
+	}
+	m.Step = new(metrics.Step)
+	return json.Unmarshal(b, m.Step)
 }
 
 // inspectMap is the calibration map fitted at the step.
@@ -133,8 +160,10 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 		}
 		return inspectReport{}, fmt.Errorf("run %s has no step %d (%d recorded)", run, step, len(steps))
 	}
-	rep := inspectReport{Run: run, Mode: r.Mode, Step: row.Step, Status: row.Status, Metrics: row.Metrics,
-		Trajectories: []inspectTraj{}}
+	rep := inspectReport{Run: run, Mode: r.Mode, Step: row.Step, Status: row.Status, Trajectories: []inspectTraj{}}
+	if row.FinishedAt != nil {
+		rep.Metrics.Step = &row.Metrics
+	}
 	if f, err := st.FusionState(ctx, run, row.Step); err == nil {
 		rep.Rho = &f.Rho
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -177,9 +206,6 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 	if rep.AnchorPairs == nil {
 		rep.AnchorPairs = []store.AnchorPair{}
 	}
-	if rep.Metrics == nil {
-		rep.Metrics = map[string]float64{}
-	}
 	return rep, nil
 }
 
@@ -194,10 +220,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %s (mode %s), step %d: %s\n", r.Run, r.Mode, r.Step, r.Status)
 	fmt.Fprintf(&b, "rho          %s\n", num(r.Rho))
-	if m := r.Metrics; len(m) > 0 {
-		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %.0f, graded %.0f/%.0f, ungraded %.0f of %.0f executed, skipped groups %.0f\n",
-			m["mean_reward"], m["mean_env"], m["mean_wm"], m["anchor_groups"], m["graded"], m["trajectories"], m["ungraded"],
-			m["executed"], m["skipped_groups"])
+	if m := r.Metrics.Step; m != nil {
+		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %d, graded %d/%d, ungraded %d of %d executed, skipped groups %d\n",
+			m.MeanReward, m.MeanEnv, m.MeanWM, m.AnchorGroups, m.Graded, m.Trajectories, m.Ungraded, m.Executed, m.SkippedGroups)
 	}
 	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
 		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)

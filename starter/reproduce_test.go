@@ -154,8 +154,8 @@ func TestBenchReproduce(t *testing.T) {
 		// holds, and what the anchor choice implies must all agree.
 		graded, anchorGroups, anchorExecuted := 0, 0, 0
 		for _, s := range steps {
-			graded += int(s.Metrics["executed"] - s.Metrics["ungraded"])
-			anchorGroups += int(s.Metrics["anchor_groups"])
+			graded += s.Metrics.Executed - s.Metrics.Ungraded
+			anchorGroups += s.Metrics.AnchorGroups
 			ts, err := st.StepTrajectories(ctx, runID, s.Step)
 			if err != nil {
 				t.Fatal(err)

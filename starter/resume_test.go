@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -34,7 +35,7 @@ func TestResumeFromWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := range 2 {
-		if err := st.FinishStep(ctx, "old", step, store.StepCompleted, map[string]float64{"groups": 4}); err != nil {
+		if err := st.FinishStep(ctx, "old", step, store.StepCompleted, metrics.Step{Groups: 4}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
 )
@@ -211,23 +211,26 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 	if err != nil {
 		return rep, err
 	}
-	groups, anchorGroups := 0.0, 0.0
-	last := -1
-	var lastMetrics map[string]float64
-	for _, x := range steps {
+	groups, anchorGroups := 0, 0
+	var lastStep *store.Step
+	for i, x := range steps {
 		if x.Status != store.StepCompleted {
 			continue
 		}
-		groups += x.Metrics["groups"]
-		anchorGroups += x.Metrics["anchor_groups"]
-		last, lastMetrics = x.Step, x.Metrics
+		groups += x.Metrics.Groups
+		anchorGroups += x.Metrics.AnchorGroups
+		lastStep = &steps[i]
+	}
+	last := -1
+	if lastStep != nil {
+		last = lastStep.Step
+		if lastStep.FractionRecorded && cfg.Mode.Pieces().Anchors {
+			s.AnchorFraction = lastStep.Metrics.AnchorFraction // as set during the run, if it was
+		}
 	}
 	s.Step, s.Rho = last+1, 1
-	if f, ok := lastMetrics["anchor_fraction"]; ok && cfg.Mode.Pieces().Anchors {
-		s.AnchorFraction = f // as set during the run, if it was
-	}
 	if groups > 0 {
-		s.RealisedAnchorFraction = anchorGroups / groups
+		s.RealisedAnchorFraction = float64(anchorGroups) / float64(groups)
 	}
 	if c, err := st.LatestCheckpoint(ctx, run); err == nil {
 		s.Checkpoint = activities.CheckpointRef{Version: c.Version, Hash: c.Hash}
@@ -235,7 +238,7 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 		return rep, err
 	}
 	if last >= 0 {
-		sum, err := stepSummary(ctx, st, run, last, lastMetrics)
+		sum, err := stepSummary(ctx, st, run, last, lastStep.Metrics)
 		if err != nil {
 			return rep, err
 		}
@@ -275,15 +278,8 @@ func runState(recorded store.RunState, wf string) string {
 
 // stepSummary rebuilds a completed step's summary from its stored metrics
 // and anchor flags.
-func stepSummary(ctx context.Context, st *store.Store, run string, step int, metrics map[string]float64) (workflows.StepSummary, error) {
-	sum := workflows.StepSummary{Step: step, Anchors: []int{}}
-	b, err := json.Marshal(metrics)
-	if err != nil {
-		return sum, fmt.Errorf("metrics of step %d: %w", step, err)
-	}
-	if err := json.Unmarshal(b, &sum.Metrics); err != nil {
-		return sum, fmt.Errorf("metrics of step %d: %w", step, err)
-	}
+func stepSummary(ctx context.Context, st *store.Store, run string, step int, m metrics.Step) (workflows.StepSummary, error) {
+	sum := workflows.StepSummary{Step: step, Anchors: []int{}, Metrics: m}
 	ts, err := st.StepTrajectories(ctx, run, step)
 	if err != nil {
 		return sum, err

@@ -24,8 +24,8 @@ func Default() Config {
 
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
-	if math.IsNaN(c.Eps) || math.IsInf(c.Eps, 0) || c.Eps <= 0 {
-		return fmt.Errorf("eps: %v, want a small positive number", c.Eps)
+	if math.IsNaN(c.Eps) || c.Eps <= 0 || c.Eps > 1 {
+		return fmt.Errorf("eps: %v, want a small positive number, at most 1", c.Eps)
 	}
 	if c.MinGraded < 2 {
 		return fmt.Errorf("min_graded: %d, want at least 2", c.MinGraded)

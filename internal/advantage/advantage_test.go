@@ -113,6 +113,8 @@ func TestConfig(t *testing.T) {
 	}{
 		{name: "zero eps", give: Config{Eps: 0, MinGraded: 2}, wantField: "eps"},
 		{name: "NaN eps", give: Config{Eps: math.NaN(), MinGraded: 2}, wantField: "eps"},
+		{name: "eps above one", give: Config{Eps: 1.5, MinGraded: 2}, wantField: "eps"},
+		{name: "infinite eps", give: Config{Eps: math.Inf(1), MinGraded: 2}, wantField: "eps"},
 		{name: "min graded one", give: Config{Eps: 1e-4, MinGraded: 1}, wantField: "min_graded"},
 	}
 	for _, tt := range tests {

@@ -22,18 +22,20 @@ type Pair struct {
 	Group string  `json:"group,omitempty"`
 }
 
-// Config says how the map is fitted.
+// Config says how the map is fitted. It is also the debias section of a
+// run's configuration (runconfig.Config.Debias), read from YAML and carried
+// as JSON in workflow inputs: its yaml and json names must not change.
 type Config struct {
 	// Method is MethodPAVA or MethodBinned.
-	Method string `json:"method"`
+	Method string `yaml:"method" json:"method"`
 	// Bins is the number of equal-width bins on [0,1] of MethodBinned.
-	Bins int `json:"bins"`
+	Bins int `yaml:"bins" json:"bins"`
 	// MinPairs is the number of pairs (in the window) needed before the map
 	// leaves the identity.
-	MinPairs int `json:"min_pairs"`
+	MinPairs int `yaml:"min_pairs" json:"min_pairs"`
 	// Window is 0 to fit on every pair of the run, or N > 0 to fit on the
 	// most recent N pairs only.
-	Window int `json:"window"`
+	Window int `yaml:"window" json:"window"`
 }
 
 // Default is the configuration used by training runs: PAVA on every pair of
@@ -42,17 +44,24 @@ func Default() Config {
 	return Config{Method: MethodPAVA, Bins: 10, MinPairs: 32, Window: 0}
 }
 
+// Limits of the fields, generous but finite so that a typo in a run's
+// configuration cannot ask for an absurd fit.
+const (
+	maxBins  = 1_000_000
+	maxPairs = math.MaxInt32
+)
+
 // Validate reports the first invalid field, by its name.
 func (c Config) Validate() error {
 	switch {
 	case c.Method != MethodPAVA && c.Method != MethodBinned:
 		return fmt.Errorf("method: %q is not %q or %q", c.Method, MethodPAVA, MethodBinned)
-	case c.Bins < 1:
-		return fmt.Errorf("bins: %d, want at least 1", c.Bins)
-	case c.MinPairs < 0:
-		return fmt.Errorf("min_pairs: %d, want at least 0", c.MinPairs)
-	case c.Window < 0:
-		return fmt.Errorf("window: %d, want 0 (all pairs) or more", c.Window)
+	case c.Bins < 1 || c.Bins > maxBins:
+		return fmt.Errorf("bins: %d, want 1 to %d", c.Bins, maxBins)
+	case c.MinPairs < 0 || c.MinPairs > maxPairs:
+		return fmt.Errorf("min_pairs: %d, want 0 to %d", c.MinPairs, maxPairs)
+	case c.Window < 0 || c.Window > maxPairs:
+		return fmt.Errorf("window: %d, want 0 (all pairs) to %d", c.Window, maxPairs)
 	}
 	return nil
 }

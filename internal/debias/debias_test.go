@@ -26,6 +26,8 @@ func TestConfigValidate(t *testing.T) {
 		{"zero bins", Config{Method: MethodPAVA}, "bins"},
 		{"negative min pairs", Config{Method: MethodPAVA, Bins: 10, MinPairs: -1}, "min_pairs"},
 		{"negative window", Config{Method: MethodPAVA, Bins: 10, Window: -3}, "window"},
+		{"too many bins", Config{Method: MethodBinned, Bins: 1_000_001}, "bins: 1000001"},
+		{"huge window", Config{Method: MethodPAVA, Bins: 10, Window: math.MaxInt32 + 1}, "window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,11 @@
 // value of the base configuration (Default, or a preset), so a file only
 // needs the fields it changes. A document has at most MaxBytes.
 //
+// The debias, denoise and advantage sections are validated by their owners
+// (debias.Config, which is the debias section itself, denoise.Config and
+// advantage.Config), one field at a time so that every invalid field is
+// still reported under its path.
+//
 // Presets: tiny (tests: a few small groups, seconds), demo (a short run that
 // finishes in minutes on two cores), small and default.
 //

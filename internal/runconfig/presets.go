@@ -23,7 +23,7 @@ func Default() Config {
 		Groups:    32,
 		Samples:   8,
 		Anchors:   Anchors{Fraction: 0.1, Min: 1, Capacity: 0},
-		Debias: Debias{
+		Debias: debias.Config{
 			Method: debias.MethodPAVA, Bins: 10, MinPairs: 32, Window: 0,
 		},
 		Denoise:   Denoise{HalfLife: 32, Warmup: 16, RhoMax: 10},

@@ -39,12 +39,13 @@ type Config struct {
 	// Samples is n, the number of trajectories per group.
 	Samples int `yaml:"samples" json:"samples"`
 
-	Anchors   Anchors   `yaml:"anchors" json:"anchors"`
-	Debias    Debias    `yaml:"debias" json:"debias"`
-	Denoise   Denoise   `yaml:"denoise" json:"denoise"`
-	Advantage Advantage `yaml:"advantage" json:"advantage"`
-	Policy    Policy    `yaml:"policy" json:"policy"`
-	Eval      Eval      `yaml:"eval" json:"eval"`
+	Anchors Anchors `yaml:"anchors" json:"anchors"`
+	// Debias is the debiaser's own configuration, validated by it.
+	Debias    debias.Config `yaml:"debias" json:"debias"`
+	Denoise   Denoise       `yaml:"denoise" json:"denoise"`
+	Advantage Advantage     `yaml:"advantage" json:"advantage"`
+	Policy    Policy        `yaml:"policy" json:"policy"`
+	Eval      Eval          `yaml:"eval" json:"eval"`
 
 	// ContinueAsNewEvery is K: the run workflow continues as new after K
 	// steps, so its history stays short.
@@ -74,22 +75,19 @@ type Anchors struct {
 	Capacity int `yaml:"capacity" json:"capacity"`
 }
 
-// Debias configures Online Debiasing (package debias).
-type Debias struct {
-	Method   string `yaml:"method" json:"method"`
-	Bins     int    `yaml:"bins" json:"bins"`
-	MinPairs int    `yaml:"min_pairs" json:"min_pairs"`
-	Window   int    `yaml:"window" json:"window"`
-}
-
-// Denoise configures Inverse-Variance Denoising (package denoise).
+// Denoise configures Inverse-Variance Denoising: the fields of
+// denoise.Config that a run sets, under the names runs have always used
+// (denoise.Config's JSON says warm_up, in other workflow inputs), and
+// validated by denoise.Config.Validate (see DenoiseConfig).
 type Denoise struct {
 	HalfLife float64 `yaml:"half_life" json:"half_life"`
 	Warmup   int     `yaml:"warmup" json:"warmup"`
 	RhoMax   float64 `yaml:"rho_max" json:"rho_max"`
 }
 
-// Advantage configures the GRPO advantages (package advantage).
+// Advantage configures the GRPO advantages: the fields of advantage.Config
+// that a run sets (its MinGraded is always 2), validated by
+// advantage.Config.Validate (see AdvantageConfig).
 type Advantage struct {
 	Standardize bool    `yaml:"standardize" json:"standardize"`
 	Eps         float64 `yaml:"eps" json:"eps"`
@@ -174,19 +172,21 @@ func (s Sandbox) Limits() sandbox.Limits {
 }
 
 // DebiasConfig returns the debiaser's configuration.
-func (c Config) DebiasConfig() debias.Config {
-	return debias.Config{Method: c.Debias.Method, Bins: c.Debias.Bins, MinPairs: c.Debias.MinPairs, Window: c.Debias.Window}
-}
+func (c Config) DebiasConfig() debias.Config { return c.Debias }
 
 // DenoiseConfig returns the denoiser's configuration.
-func (c Config) DenoiseConfig() denoise.Config {
-	return denoise.Config{HalfLife: c.Denoise.HalfLife, WarmUp: c.Denoise.Warmup, RhoMax: c.Denoise.RhoMax}
+func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
+
+func (d Denoise) config() denoise.Config {
+	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded
 // trajectories per group).
-func (c Config) AdvantageConfig() advantage.Config {
-	return advantage.Config{Standardize: c.Advantage.Standardize, Eps: c.Advantage.Eps, MinGraded: 2}
+func (c Config) AdvantageConfig() advantage.Config { return c.Advantage.config() }
+
+func (a Advantage) config() advantage.Config {
+	return advantage.Config{Standardize: a.Standardize, Eps: a.Eps, MinGraded: 2}
 }
 
 // FreeCapacity is the capacity argument of anchors.Select: -1 (no cap)
@@ -487,7 +487,7 @@ func (c Config) Problems() []error {
 
 // checks returns one check per field.
 func (c Config) checks() []func() error {
-	return []func() error{
+	checks := []func() error{
 		func() error {
 			if err := CheckName(c.Name); err != nil {
 				return bad("name", "%v", err)
@@ -511,34 +511,11 @@ func (c Config) checks() []func() error {
 		},
 		func() error { return intIn("anchors.min", c.Anchors.Min, 0, c.Groups) },
 		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
-		func() error {
-			if c.Debias.Method != debias.MethodPAVA && c.Debias.Method != debias.MethodBinned {
-				return bad("debias.method", "must be %q or %q, got %q", debias.MethodPAVA, debias.MethodBinned, c.Debias.Method)
-			}
-			return nil
-		},
-		func() error { return intIn("debias.bins", c.Debias.Bins, 1, 1_000_000) },
-		func() error { return intIn("debias.min_pairs", c.Debias.MinPairs, 0, math.MaxInt32) },
-		func() error { return intIn("debias.window", c.Debias.Window, 0, math.MaxInt32) },
-		func() error {
-			if !finite(c.Denoise.HalfLife) || c.Denoise.HalfLife <= 0 {
-				return bad("denoise.half_life", "must be a positive number of groups, got %v", c.Denoise.HalfLife)
-			}
-			return nil
-		},
-		func() error { return intIn("denoise.warmup", c.Denoise.Warmup, 1, math.MaxInt32) },
-		func() error {
-			if !finite(c.Denoise.RhoMax) || (c.Denoise.RhoMax != 0 && c.Denoise.RhoMax < 1) {
-				return bad("denoise.rho_max", "must be 0 (no cap) or at least 1, got %v", c.Denoise.RhoMax)
-			}
-			return nil
-		},
-		func() error {
-			if !finite(c.Advantage.Eps) || c.Advantage.Eps <= 0 || c.Advantage.Eps > 1 {
-				return bad("advantage.eps", "must be in (0,1], got %v", c.Advantage.Eps)
-			}
-			return nil
-		},
+	}
+	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate)...)
+	checks = append(checks, section("denoise.", c.Denoise, Default().Denoise, func(d Denoise) error { return d.config().Validate() })...)
+	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() })...)
+	return append(checks, []func() error{
 		func() error {
 			if !finite(c.Policy.LearningRate) || c.Policy.LearningRate <= 0 || c.Policy.LearningRate > 1 {
 				return bad("policy.learning_rate", "must be in (0,1], got %v", c.Policy.LearningRate)
@@ -595,5 +572,38 @@ func (c Config) checks() []func() error {
 			}
 			return nil
 		},
+	}...)
+}
+
+// section returns one check per field of a section of the configuration
+// that its domain package validates (validate, the domain's Validate, which
+// reports the first invalid field as "name: message"). Each check sets one
+// field of s on def, a valid section, and validates that, so every invalid
+// field is reported, by its owner's rule, under its YAML path (prefix and
+// its yaml name) in place of the domain's name. A number that is not finite
+// is reported without asking the domain: a Config is carried as JSON, which
+// has no NaN or infinity.
+func section[S any](prefix string, s, def S, validate func(S) error) []func() error {
+	v, t := reflect.ValueOf(s), reflect.TypeOf(s)
+	checks := make([]func() error, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		path, f := prefix+name, v.Field(i)
+		checks[i] = func() error {
+			if f.Kind() == reflect.Float64 && !finite(f.Float()) {
+				return bad(path, "must be a finite number, got %v", f.Float())
+			}
+			one := def
+			reflect.ValueOf(&one).Elem().Field(i).Set(f)
+			if err := validate(one); err != nil {
+				msg := err.Error()
+				if _, rest, ok := strings.Cut(msg, ": "); ok {
+					msg = rest
+				}
+				return bad(path, "%s", msg)
+			}
+			return nil
+		}
 	}
+	return checks
 }

@@ -3,6 +3,7 @@ package runconfig
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -310,4 +311,39 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n%+v\n%+v", cfg, again)
 		}
 	})
+}
+
+// The debias, denoise and advantage sections are validated by their domain
+// packages, field by field: every invalid field is reported under its YAML
+// path and line, once.
+func TestParseReportsEveryDomainField(t *testing.T) {
+	give := "debias:\n  method: spline\n  bins: 0\n  min_pairs: -1\n  window: 5\n" +
+		"denoise:\n  half_life: -1\n  warmup: 0\n  rho_max: .inf\nadvantage:\n  eps: 2\n"
+	_, err := Parse(Default(), []byte(give))
+	var inv *Invalid
+	if !errors.As(err, &inv) {
+		t.Fatalf("Parse = %v, want an *Invalid", err)
+	}
+	want := []string{
+		`debias.method: line 2: "spline" is not "pava" or "binned"`,
+		"debias.bins: line 3: 0, want 1 to 1000000",
+		"debias.min_pairs: line 4: -1, want 0 to 2147483647",
+		"denoise.half_life: line 7: -1, want a positive number of groups",
+		"denoise.warmup: line 8: 0, want at least 1 group",
+		"denoise.rho_max: line 9: must be a finite number, got +Inf",
+		"advantage.eps: line 11: 2, want a small positive number, at most 1",
+	}
+	if len(inv.Problems) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(inv.Problems), len(want), err)
+	}
+	for i, w := range want {
+		if got := inv.Problems[i].Error(); got != w {
+			t.Errorf("problem %d = %q, want %q", i, got, w)
+		}
+	}
+	c := Default()
+	c.Denoise.RhoMax = math.NaN()
+	if ps := c.Problems(); len(ps) != 1 || ps[0].Error() != "denoise.rho_max: must be a finite number, got NaN" {
+		t.Errorf("Problems() of a NaN rho_max = %v", ps)
+	}
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"testing"
+
+	"github.com/wmrl/wmrl/internal/metrics"
 )
 
 func TestResumeRun(t *testing.T) {
@@ -21,7 +23,7 @@ func TestResumeRun(t *testing.T) {
 		}
 	}
 	for step := range 2 { // step 2 never completed
-		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, map[string]float64{"rho": 1}); err != nil {
+		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +63,7 @@ func TestResumeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := range 2 {
-		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, map[string]float64{"rho": 1}); err != nil {
+		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/wmrl/wmrl/internal/metrics"
 )
 
 // StepStatus is the state of a training step.
@@ -20,14 +22,19 @@ const (
 	StepFailed    StepStatus = "failed"
 )
 
-// Step is one training step of a run and, once it ended, its metrics.
+// Step is one training step of a run and, once it ended, its metrics (all
+// zero before).
 type Step struct {
-	Run        string             `json:"run"`
-	Step       int                `json:"step"`
-	Status     StepStatus         `json:"status"`
-	Metrics    map[string]float64 `json:"metrics"`
-	StartedAt  time.Time          `json:"started_at"`
-	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Run     string       `json:"run"`
+	Step    int          `json:"step"`
+	Status  StepStatus   `json:"status"`
+	Metrics metrics.Step `json:"metrics"`
+	// FractionRecorded is false for a step recorded before the metrics
+	// carried the anchor fraction (Metrics.AnchorFraction is then 0, not
+	// the fraction the step used).
+	FractionRecorded bool       `json:"-"`
+	StartedAt        time.Time  `json:"started_at"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
 }
 
 // StartStep records that a step started. It is a no-op if the step is
@@ -47,23 +54,20 @@ func (s *Store) StartStep(ctx context.Context, run string, step int) error {
 // FinishStep records the end of a step (StepCompleted or StepFailed) with
 // its metrics, creating the row if StartStep was not called. A finished step
 // is final: finishing it again with the same status and metrics is a no-op,
-// with others an ErrConflict. Metrics must be finite.
-func (s *Store) FinishStep(ctx context.Context, run string, step int, status StepStatus, metrics map[string]float64) error {
+// with others an ErrConflict. Metrics must be finite. They are stored as
+// their JSON, the same names as the name → number rows of earlier versions,
+// so finishing such a row again with the same values is still a no-op.
+func (s *Store) FinishStep(ctx context.Context, run string, step int, status StepStatus, m metrics.Step) error {
 	if run == "" || step < 0 {
 		return fmt.Errorf("finish step: invalid run %q step %d", run, step)
 	}
 	if status != StepCompleted && status != StepFailed {
 		return fmt.Errorf("finish step %s/%d: status %q, want completed or failed", run, step, status)
 	}
-	for k, v := range metrics {
-		if !finite(v) {
-			return fmt.Errorf("finish step %s/%d: metric %s is %v", run, step, k, v)
-		}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("finish step %s/%d: %w", run, step, err)
 	}
-	if metrics == nil {
-		metrics = map[string]float64{}
-	}
-	b, err := json.Marshal(metrics)
+	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("finish step %s/%d: %w", run, step, err)
 	}
@@ -93,12 +97,12 @@ func (s *Store) Steps(ctx context.Context, run string) ([]Step, error) {
 	ss, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Step, error) {
 		var st Step
 		var status string
-		var metrics []byte
-		if err := row.Scan(&st.Run, &st.Step, &status, &metrics, &st.StartedAt, &st.FinishedAt); err != nil {
+		var raw []byte
+		if err := row.Scan(&st.Run, &st.Step, &status, &raw, &st.StartedAt, &st.FinishedAt); err != nil {
 			return st, err
 		}
 		st.Status = StepStatus(status)
-		if err := json.Unmarshal(metrics, &st.Metrics); err != nil {
+		if err := decodeMetrics(raw, &st); err != nil {
 			return st, fmt.Errorf("decode metrics of step %d: %w", st.Step, err)
 		}
 		return st, nil
@@ -107,6 +111,24 @@ func (s *Store) Steps(ctx context.Context, run string) ([]Step, error) {
 		return nil, fmt.Errorf("steps %s: %w", run, err)
 	}
 	return ss, nil
+}
+
+// decodeMetrics reads a step's stored metrics: metrics.Step's JSON, or the
+// name → number object of earlier versions (same names; whole numbers for
+// the counts), where a missing name reads as 0. '{}' is a step that has not
+// completed.
+func decodeMetrics(raw []byte, st *Step) error {
+	var recorded struct {
+		AnchorFraction *float64 `json:"anchor_fraction"`
+	}
+	if err := json.Unmarshal(raw, &st.Metrics); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &recorded); err != nil {
+		return err
+	}
+	st.FractionRecorded = recorded.AnchorFraction != nil
+	return nil
 }
 
 // LastCompletedStep returns the highest completed step of a run; ok is false

@@ -14,6 +14,7 @@ import (
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 )
 
@@ -169,16 +170,16 @@ func TestSteps(t *testing.T) {
 			}
 		}
 	}
-	m := map[string]float64{"reward": 0.5, "rho": 0.25}
+	m := metrics.Step{MeanReward: 0.5, Rho: 0.25}
 	for range 2 {
 		if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.FinishStep(ctx, r.ID, 1, StepCompleted, nil); err != nil {
+	if err := s.FinishStep(ctx, r.ID, 1, StepCompleted, metrics.Step{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, map[string]float64{"reward": 0.6, "rho": 0.25}); !errors.Is(err, ErrConflict) {
+	if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, metrics.Step{MeanReward: 0.6, Rho: 0.25}); !errors.Is(err, ErrConflict) {
 		t.Errorf("finishing step 0 with other metrics: %v, want ErrConflict", err)
 	}
 	if err := s.FinishStep(ctx, r.ID, 0, StepFailed, m); !errors.Is(err, ErrConflict) {
@@ -200,14 +201,14 @@ func TestSteps(t *testing.T) {
 			t.Errorf("step %d = %+v, want status %s", i, st, wantStatus[i])
 		}
 	}
-	if !reflect.DeepEqual(steps[0].Metrics, m) {
+	if steps[0].Metrics != m || !steps[0].FractionRecorded {
 		t.Errorf("metrics %v, want %v", steps[0].Metrics, m)
 	}
 	last, ok, err := s.LastCompletedStep(ctx, r.ID)
 	if err != nil || !ok || last != 1 {
 		t.Errorf("LastCompletedStep = %d, %v, %v; want 1, true", last, ok, err)
 	}
-	if err := s.FinishStep(ctx, r.ID, 2, StepCompleted, map[string]float64{"x": math.NaN()}); err == nil {
+	if err := s.FinishStep(ctx, r.ID, 2, StepCompleted, metrics.Step{KL: math.NaN()}); err == nil {
 		t.Error("FinishStep accepted a NaN metric")
 	}
 }

@@ -62,9 +62,9 @@ func Run(ctx context.Context, r Reader, id string) (reproduce.Record, store.Run,
 		u := byStep[s.Step]
 		m := s.Metrics
 		sr := reproduce.StepRecord{
-			Step: s.Step, Groups: int(m["groups"]), AnchorGroups: int(m["anchor_groups"]),
+			Step: s.Step, Groups: m.Groups, AnchorGroups: m.AnchorGroups,
 			Executions: u.Executed, CPUSeconds: u.CPUSeconds, WallSeconds: u.WallSeconds, WMCalls: u.WMScored,
-			Rho: m["rho"], BiasBefore: m["bias_before"], BiasAfter: m["bias_after"],
+			Rho: m.Rho, BiasBefore: m.BiasBefore, BiasAfter: m.BiasAfter,
 		}
 		if e, ok := evalOf[s.Step+1]; ok && e.HeldOut.Tasks > 0 {
 			score := e.HeldOut.Score

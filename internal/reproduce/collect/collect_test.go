@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/reproduce"
 	"github.com/wmrl/wmrl/internal/store"
@@ -55,8 +56,8 @@ func write(t *testing.T, st *store.Store, id string, done bool) {
 		if step == 2 && !done {
 			break
 		}
-		metrics := map[string]float64{"groups": 2, "anchor_groups": 1, "rho": 1 + float64(step), "bias_before": 0.3, "bias_after": -0.1}
-		if err := st.FinishStep(ctx, id, step, store.StepCompleted, metrics); err != nil {
+		m := metrics.Step{Groups: 2, AnchorGroups: 1, Rho: 1 + float64(step), BiasBefore: 0.3, BiasAfter: -0.1}
+		if err := st.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
 			t.Fatal(err)
 		}
 		if step >= 1 {

@@ -1,0 +1,78 @@
+// Package metrics is the summary of a completed training step: one struct,
+// Step, that the step workflow fills, the FinishStep activity stores in
+// Postgres as its JSON (steps.metrics), and status, inspect, resume and the
+// reproduction records read back.
+//
+// The JSON names are part of recorded workflow histories and of stored
+// rows: they must not change. Rows written before Step was stored as itself
+// hold a name → number object of the same names, which decodes into Step
+// unchanged (names it lacks read as 0).
+package metrics
+
+import (
+	"fmt"
+	"math"
+)
+
+// Step summarises a completed step. Everything except the CPU and wall
+// seconds is a deterministic function of the run seed and the executions'
+// results.
+type Step struct {
+	Groups       int `json:"groups"`
+	Samples      int `json:"samples"`
+	AnchorGroups int `json:"anchor_groups"`
+	// AnchorFraction is the run's anchor fraction the step used (the
+	// config's, or the last set-anchor-fraction's).
+	AnchorFraction float64 `json:"anchor_fraction"`
+	Trajectories   int     `json:"trajectories"`
+	// Executed counts the training trajectories really executed (graded or
+	// not); Ungraded those whose execution failed after every retry.
+	Executed int `json:"executed"`
+	Ungraded int `json:"ungraded"`
+	// Graded counts the trajectories with a training reward.
+	Graded int `json:"graded"`
+	// MeanReward is the mean training reward (r_env for executed
+	// trajectories in grpo and anchor groups, r_wm, calibrated or not,
+	// otherwise); MeanEnv the mean r_env of the executed trajectories;
+	// MeanWM the mean raw r_wm of the scored ones.
+	MeanReward float64 `json:"mean_reward"`
+	MeanEnv    float64 `json:"mean_env"`
+	MeanWM     float64 `json:"mean_wm"`
+	// Rho is the anchor weight of the step; AnchorShare the fraction of the
+	// update's weight on anchor trajectories.
+	Rho         float64 `json:"rho"`
+	AnchorShare float64 `json:"anchor_share"`
+	// SkippedGroups had fewer than two graded trajectories.
+	SkippedGroups int `json:"skipped_groups"`
+	// CalibrationPairs is the size of the calibration window; BiasBefore and
+	// BiasAfter its mean bias (r_wm − r_env) before and after the map.
+	CalibrationPairs int     `json:"calibration_pairs"`
+	BiasBefore       float64 `json:"bias_before"`
+	BiasAfter        float64 `json:"bias_after"`
+	// Objective, KL and GradNorm come from the policy update.
+	Objective float64 `json:"objective"`
+	KL        float64 `json:"kl"`
+	GradNorm  float64 `json:"grad_norm"`
+	// CPUSeconds and WallSeconds sum the training executions' costs.
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// Validate reports the first metric that is not a finite number (JSON, and
+// so the store, cannot hold it), by its name.
+func (m Step) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"anchor_fraction", m.AnchorFraction}, {"mean_reward", m.MeanReward}, {"mean_env", m.MeanEnv},
+		{"mean_wm", m.MeanWM}, {"rho", m.Rho}, {"anchor_share", m.AnchorShare},
+		{"bias_before", m.BiasBefore}, {"bias_after", m.BiasAfter}, {"objective", m.Objective},
+		{"kl", m.KL}, {"grad_norm", m.GradNorm}, {"cpu_seconds", m.CPUSeconds}, {"wall_seconds", m.WallSeconds},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("metric %s is %v", f.name, f.v)
+		}
+	}
+	return nil
+}
