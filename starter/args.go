@@ -176,6 +176,7 @@ const (
 // positional arguments and whether --help was asked for.
 func parseWithNumbers(cmd *cobra.Command, args []string) ([]string, bool, error) {
 	fs := cmd.Flags()
+	fs.AddFlagSet(cmd.InheritedFlags()) // the persistent connection flags
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]

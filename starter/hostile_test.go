@@ -59,6 +59,8 @@ func TestHostileInput(t *testing.T) {
 		{"pause empty run", []string{"pause", ""}, exitUsage, "run name: must not be empty"},
 		{"resume slash run", []string{"resume", "a/b"}, exitUsage, "run name: letters"},
 		{"stop empty run", []string{"stop", ""}, exitUsage, "run name: must not be empty"},
+		{"continue empty run", []string{"continue", ""}, exitUsage, "run name: must not be empty"},
+		{"resume-from slash run", []string{"resume-from", "a/b"}, exitUsage, "run name: letters"},
 		{"inspect empty run", []string{"inspect", ""}, exitUsage, "run name: must not be empty"},
 		{"anchors empty run", []string{"worldmodel", "anchors", "ok", ""}, exitUsage, "run name: must not be empty"},
 		{"set fraction empty run", []string{"set-anchor-fraction", "", "0.5"}, exitUsage, "run name: must not be empty"},
@@ -211,7 +213,10 @@ func TestParseWithNumbers(t *testing.T) {
 		{give: []string{"r1", "-", "1"}, want: []string{"r1", "-", "1"}},
 	}
 	for _, tt := range tests {
-		cmd := newSetAnchorFractionCmd()
+		cmd, _, err := newRootCmd().Find([]string{"set-anchor-fraction"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd.InitDefaultHelpFlag()
 		got, help, err := parseWithNumbers(cmd, tt.give)
 		if err != nil {

@@ -30,7 +30,7 @@ import (
 
 // benchOptions are the flags of wmrl bench reproduce.
 type benchOptions struct {
-	conn
+	asJSON bool
 	preset string
 	seeds  int
 	out    string
@@ -43,17 +43,17 @@ type benchOptions struct {
 	modes  string
 }
 
-func newBenchCmd() *cobra.Command {
+func newBenchCmd(cf *connFlags) *cobra.Command {
 	bench := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks of wmrl on the real stack",
 		Args:  cobra.NoArgs,
 	}
-	bench.AddCommand(newReproduceCmd())
+	bench.AddCommand(newReproduceCmd(cf))
 	return bench
 }
 
-func newReproduceCmd() *cobra.Command {
+func newReproduceCmd(cf *connFlags) *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "reproduce [--preset small|full] [--seeds N] [--out DIR] [--json]",
@@ -89,10 +89,11 @@ its text is kept in the results' header. --modes runs only the listed modes
 reported as lacking data. --json prints results.json to stdout instead of
 the table.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, cf, &o) },
 	}
-	o.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
 	f := cmd.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.preset, "preset", "small", "benchmark preset: "+strings.Join(runconfig.BenchPresetNames(), ", "))
 	f.IntVar(&o.seeds, "seeds", 3, "number of seeds per mode (seeds 1..N)")
 	f.StringVar(&o.out, "out", "docs/results", "directory of the results")
@@ -163,7 +164,7 @@ type benchOutcome struct {
 	note  string
 }
 
-func runBench(cmd *cobra.Command, o *benchOptions) error {
+func runBench(cmd *cobra.Command, cf *connFlags, o *benchOptions) error {
 	if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
 		return err
 	}
@@ -189,16 +190,12 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	}
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
-	st, err := o.open(ctx)
+	cs, err := cf.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := o.dial(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
@@ -25,7 +26,7 @@ import (
 
 // runOptions are the flags of wmrl run.
 type runOptions struct {
-	conn
+	asJSON                   bool
 	configFile, preset, name string
 	seed                     uint64
 	detach, skipPreflight    bool
@@ -42,7 +43,7 @@ type runReport struct {
 	URL           string       `json:"url"`
 }
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(cf *connFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
 		Use:   "run (--config FILE | --preset NAME) [--name N] [--seed N] [--detach] [--json]",
@@ -62,7 +63,7 @@ metrics per completed step (rho, anchor groups, executions, mean reward, mean
 bias of the calibration window before and after the map, held-out score when
 evaluated). Ctrl-C detaches: the run goes on, and run prints how to follow or
 stop it. At the end it prints the final status and the run's page in the
-Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + defaultUIURL + `).
+Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + deployenv.DefaultUIURL + `).
 --detach returns right after the start.
 
 --json prints one object at the end (or when detaching): run,
@@ -79,11 +80,12 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 			if err != nil {
 				return err
 			}
-			return startAndFollow(cmd, &o, cfg)
+			return startAndFollow(cmd, cf, &o, cfg)
 		},
 	}
-	o.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
 	f := cmd.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.configFile, "config", "", "YAML run configuration")
 	f.StringVar(&o.preset, "preset", "", "named configuration: "+strings.Join(runconfig.PresetNames(), ", "))
 	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
@@ -216,19 +218,15 @@ func preflight(ctx context.Context, tc client.Client, cfg runconfig.Config) erro
 	return nil
 }
 
-func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) error {
+func startAndFollow(cmd *cobra.Command, cf *connFlags, o *runOptions, cfg runconfig.Config) error {
 	ctx := cmd.Context()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	st, err := o.open(ctx)
+	out := cmd.OutOrStdout()
+	cs, err := cf.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := o.dial(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 	if err := checkName(ctx, tc, st, cfg.Name); err != nil {
 		return err
 	}
@@ -244,15 +242,15 @@ func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) err
 	if !o.asJSON {
 		fmt.Fprintf(out, "started run %s: mode %s, %d steps of %d groups x %d samples, seed %d\n",
 			cfg.Name, cfg.Mode, cfg.Steps, cfg.Groups, cfg.Samples, cfg.Seed)
-		fmt.Fprintf(out, "ui: %s\n", o.runURL(cfg.Name))
+		fmt.Fprintf(out, "ui: %s\n", cf.runURL(cfg.Name))
 	}
-	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initialStatus(cfg, 0, cfg.Anchors.Fraction), o.detach, o.poll)
+	return follow(cmd, cf, o.asJSON, tc, st, we.GetRunID(), initialStatus(cfg, 0, cfg.Anchors.Fraction), o.detach, o.poll)
 }
 
 // follow prints a run's progress until it ends or the user detaches.
 // initial is the run's status as started (shown when detaching before the
 // run answers).
-func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temporalRunID string,
+func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st *store.Store, temporalRunID string,
 	initial workflows.Status, detach bool, poll time.Duration) error {
 	run, from, steps := initial.Run, initial.Step, initial.Steps
 	out := cmd.OutOrStdout()
@@ -262,7 +260,7 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 	// still need a live context.
 	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
-	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1, heldOut: from}
+	bar := &progress{w: out, tty: isTerminal(out) && !asJSON, quiet: asJSON, steps: steps, start: time.Now(), first: -1, heldOut: from}
 	printed := from       // steps whose line is printed (or that an earlier run did)
 	var failing time.Time // since when the status query fails
 	warned := false
@@ -314,7 +312,7 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 		}
 		bar.clear()
 	}
-	if c.asJSON {
+	if asJSON {
 		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
