@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"reflect"
@@ -199,7 +198,9 @@ func runBench(cmd *cobra.Command, cf *connFlags, o *benchOptions) error {
 
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pr := &benchProgress{w: stderr, tty: isTerminal(stderr), total: len(plan), start: time.Now()}
+	// Progress goes to stderr: runs done, the current run's step.
+	pr := newProgress(stderr, len(plan), "runs", isTerminal(stderr), false)
+	pr.count(0)
 	var outcomes []benchOutcome
 	for _, r := range plan {
 		out, err := benchOne(sigCtx, o, tc, st, pr, r)
@@ -212,7 +213,8 @@ func runBench(cmd *cobra.Command, cf *connFlags, o *benchOptions) error {
 			return err
 		}
 		outcomes = append(outcomes, out)
-		pr.finish(out)
+		pr.count(len(outcomes))
+		pr.note(strings.TrimSpace(fmt.Sprintf("%s %s %s", out.run.ID, stateText(out.state), out.note)))
 	}
 	pr.clear()
 
@@ -270,7 +272,7 @@ func stateText(s string) string {
 
 // benchOne brings one run of the benchmark to its end: collects it if it
 // completed, follows it if it runs, starts it if it is missing.
-func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.Store, pr *benchProgress, r benchRun) (benchOutcome, error) {
+func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.Store, pr *progress, r benchRun) (benchOutcome, error) {
 	out := benchOutcome{run: r}
 	wf, err := temporalState(ctx, tc, r.ID)
 	if err != nil {
@@ -304,9 +306,9 @@ func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.
 		if _, err := startRun(ctx, tc, workflows.RunInput{RunID: r.ID, Config: r.Cfg}); err != nil {
 			return out, err
 		}
-		pr.line(fmt.Sprintf("started %s", r.ID))
+		pr.note(fmt.Sprintf("started %s", r.ID))
 	case wfRunning, wfContinued:
-		pr.line(fmt.Sprintf("following %s (already running)", r.ID))
+		pr.note(fmt.Sprintf("following %s (already running)", r.ID))
 	default:
 		out.state = wf
 		if wf == wfCompleted {
@@ -318,7 +320,7 @@ func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.
 }
 
 // waitRun follows a running run until its workflow ends.
-func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *benchProgress, r benchRun) (benchOutcome, error) {
+func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *progress, r benchRun) (benchOutcome, error) {
 	out := benchOutcome{run: r}
 	began := time.Now()
 	var silent time.Time
@@ -339,11 +341,12 @@ func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *benchPr
 		switch {
 		case err == nil:
 			silent = time.Time{}
-			pr.current(r, s.Step, s.Steps, time.Since(began))
+			pr.status(fmt.Sprintf("%s/%d", r.ID, s.Step),
+				fmt.Sprintf("%s: step %d/%d (%s)", r.ID, s.Step, s.Steps, time.Since(began).Round(time.Second)))
 		case silent.IsZero():
 			silent = time.Now()
 		case time.Since(silent) > 30*time.Second && !warned && ctx.Err() == nil:
-			pr.line(fmt.Sprintf("%s does not answer (is a wmrl-worker serving %s?): %v", r.ID, workflows.QueueControl, err))
+			pr.note(fmt.Sprintf("%s does not answer (is a wmrl-worker serving %s?): %v", r.ID, workflows.QueueControl, err))
 			warned = true
 		}
 		select {
@@ -391,51 +394,6 @@ func memTotal() uint64 {
 		}
 	}
 	return 0
-}
-
-// benchProgress shows the benchmark's progress on stderr: runs done and the
-// current run's step, redrawn in place on a terminal, a line per step
-// otherwise.
-type benchProgress struct {
-	w        io.Writer
-	tty      bool
-	total    int
-	done     int
-	start    time.Time
-	lastStep string
-	drawn    bool
-}
-
-func (p *benchProgress) clear() {
-	if p.tty && p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.drawn = false
-	}
-}
-
-func (p *benchProgress) line(s string) {
-	p.clear()
-	fmt.Fprintf(p.w, "[%d/%d runs, %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), s)
-}
-
-func (p *benchProgress) current(r benchRun, step, steps int, elapsed time.Duration) {
-	s := fmt.Sprintf("%s: step %d/%d (%s)", r.ID, step, steps, elapsed.Round(time.Second))
-	if p.tty {
-		p.clear()
-		fmt.Fprintf(p.w, "[%d/%d runs, %s] %s", p.done, p.total, time.Since(p.start).Round(time.Second), s)
-		p.drawn = true
-		return
-	}
-	key := fmt.Sprintf("%s/%d", r.ID, step)
-	if key != p.lastStep {
-		p.lastStep = key
-		p.line(s)
-	}
-}
-
-func (p *benchProgress) finish(o benchOutcome) {
-	p.done++
-	p.line(strings.TrimSpace(fmt.Sprintf("%s %s %s", o.run.ID, stateText(o.state), o.note)))
 }
 
 // parseModes reads --modes: comma-separated mode names, each at most once,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -260,7 +259,8 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 	// still need a live context.
 	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
-	bar := &progress{w: out, tty: isTerminal(out) && !asJSON, quiet: asJSON, steps: steps, start: time.Now(), first: -1, heldOut: from}
+	bar := newProgress(out, steps, "steps", isTerminal(out), asJSON)
+	heldOut := from       // the checkpoint version of the last held-out score shown
 	printed := from       // steps whose line is printed (or that an earlier run did)
 	var failing time.Time // since when the status query fails
 	warned := false
@@ -284,7 +284,7 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 			warned = true
 		}
 		if err == nil {
-			if printed, err = printSteps(ctx, st, bar, run, printed, s); err != nil {
+			if printed, err = printSteps(ctx, st, bar, &heldOut, run, printed, s); err != nil {
 				return err
 			}
 		}
@@ -307,7 +307,7 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 	rep.Status = final
 	rep.Detached = final.Workflow == wfRunning
 	if !rep.Detached {
-		if _, err := printSteps(ctx, st, bar, run, printed, final.Status); err != nil {
+		if _, err := printSteps(ctx, st, bar, &heldOut, run, printed, final.Status); err != nil {
 			return err
 		}
 		bar.clear()
@@ -335,8 +335,9 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 // printSteps prints the lines of the steps completed since printed and
 // redraws the progress bar; it returns the new number of printed steps.
 // The status query gives the last step's metrics; the steps in between
-// (several may complete between two polls) come from Postgres.
-func printSteps(ctx context.Context, st *store.Store, bar *progress, run string, printed int, s workflows.Status) (int, error) {
+// (several may complete between two polls) come from Postgres. heldOut is
+// the checkpoint version of the last held-out score shown.
+func printSteps(ctx context.Context, st *store.Store, bar *progress, heldOut *int, run string, printed int, s workflows.Status) (int, error) {
 	bar.seen(printed)
 	if s.Step > printed {
 		var stored []store.Step
@@ -368,100 +369,20 @@ func printSteps(ctx context.Context, st *store.Store, bar *progress, run string,
 			var h *workflows.HeldOut
 			if s.HeldOut != nil && s.HeldOut.Version == step+1 {
 				h = s.HeldOut
-				bar.heldOut = h.Version
+				*heldOut = h.Version
 			}
 			bar.step(stepLine(sum, h), step+1)
 			printed = step + 1
 		}
 	}
 	// An evaluation ends after its step's line was printed.
-	if h := s.HeldOut; h != nil && h.Version > bar.heldOut && h.Version <= printed {
+	if h := s.HeldOut; h != nil && h.Version > *heldOut && h.Version <= printed {
 		bar.line(fmt.Sprintf("held-out after step %d: %.3f (checkpoint %d, %d tasks, %d samples)",
 			h.Version-1, h.Score, h.Version, h.Tasks, h.Samples))
-		bar.heldOut = h.Version
+		*heldOut = h.Version
 	}
 	bar.draw(s.Step)
 	return printed, nil
-}
-
-// progress draws the progress bar: redrawn in place on a terminal, a
-// suffix of each step line otherwise.
-type progress struct {
-	w          io.Writer
-	tty, quiet bool
-	steps      int
-	start      time.Time
-	// first is the number of completed steps when following began (-1
-	// before the first answer); done the number now.
-	first, done int
-	drawn       bool
-	// heldOut is the checkpoint version of the last held-out score shown.
-	heldOut int
-}
-
-func (p *progress) eta() string {
-	if p.first < 0 || p.done <= p.first {
-		return "ETA -"
-	}
-	per := time.Since(p.start) / time.Duration(p.done-p.first)
-	left := time.Duration(p.steps-p.done) * per
-	return "ETA " + left.Round(time.Second).String()
-}
-
-func (p *progress) seen(done int) {
-	if p.first < 0 {
-		p.first, p.start = done, time.Now()
-	}
-	p.done = done
-}
-
-func (p *progress) clear() {
-	if p.tty && p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.drawn = false
-	}
-}
-
-// line prints a line of text above the bar.
-func (p *progress) line(s string) {
-	if p.quiet {
-		return
-	}
-	p.clear()
-	fmt.Fprintln(p.w, s)
-}
-
-// step prints a completed step's line.
-func (p *progress) step(s string, done int) {
-	p.done = done
-	if !p.tty {
-		s += fmt.Sprintf("  [%d/%d, %s]", done, p.steps, p.eta())
-	}
-	p.line(s)
-}
-
-func (p *progress) draw(done int) {
-	p.seen(done)
-	if !p.tty || p.quiet {
-		return
-	}
-	const width = 30
-	n := 0
-	if p.steps > 0 {
-		n = width * done / p.steps
-	}
-	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %d/%d steps  %s elapsed  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		done, p.steps, time.Since(p.start).Round(time.Second), p.eta())
-	p.drawn = true
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // initialStatus is the status of a run as it starts at step from.
