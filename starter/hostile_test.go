@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/cmdline"
 )
 
 // TestHostileInput runs the real command tree on command lines a user (or
@@ -190,8 +192,8 @@ func TestBuildVersion(t *testing.T) {
 		{debug.BuildInfo{Settings: []debug.BuildSetting{rev, {Key: "vcs.modified", Value: "true"}}}, "(devel) 2bf594f98060 (modified)"},
 	}
 	for _, tt := range tests {
-		if got := buildVersion(&tt.give); got != tt.want {
-			t.Errorf("buildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
+		if got := cmdline.BuildVersion(&tt.give); got != tt.want {
+			t.Errorf("BuildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }

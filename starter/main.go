@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wmrl/wmrl/internal/cmdline"
 	"github.com/wmrl/wmrl/internal/deployenv"
 )
 
@@ -67,7 +67,7 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{Err: err} })
 	cf := addConnFlags(root, deployenv.Read())
 	help := root.HelpFunc()
 	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
@@ -96,40 +96,5 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 	return root
 }
 
-// versionString is version, else the module's version from the build info
-// with the VCS revision and whether the tree was modified.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	return buildVersion(bi)
-}
-
-// buildVersion is the version of a build: the module's version, the VCS
-// revision (12 digits) and "(modified)" when the tree had changes.
-func buildVersion(bi *debug.BuildInfo) string {
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev != "" {
-		v += " " + short(rev)
-	}
-	if modified == "true" {
-		v += " (modified)"
-	}
-	return v
-}
+// versionString is version, else the build's (cmdline.Version).
+func versionString() string { return cmdline.Version(version) }

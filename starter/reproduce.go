@@ -117,7 +117,7 @@ type benchRun struct {
 func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
 	base, err := runconfig.BenchPreset(preset)
 	if err != nil {
-		return nil, base, &usageError{fmt.Errorf("--preset: %w", err)}
+		return nil, base, &usageError{Err: fmt.Errorf("--preset: %w", err)}
 	}
 	if len(overlay) > 0 {
 		if err := benchOwned(overlay); err != nil {
@@ -406,7 +406,7 @@ func parseModes(list string) ([]mode.Mode, error) {
 	for _, name := range strings.Split(list, ",") {
 		m, err := mode.Parse(strings.TrimSpace(name))
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("--modes: %w", err)}
+			return nil, &usageError{Err: fmt.Errorf("--modes: %w", err)}
 		}
 		if seen[m] {
 			return nil, usagef("--modes: %s given twice", m)

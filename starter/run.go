@@ -119,7 +119,7 @@ func loadRunConfig(o runOptions, nameSet, seedSet bool) (runconfig.Config, error
 	if o.preset != "" {
 		var err error
 		if base, err = runconfig.Preset(o.preset); err != nil {
-			return runconfig.Config{}, &usageError{fmt.Errorf("--preset: %w", err)}
+			return runconfig.Config{}, &usageError{Err: fmt.Errorf("--preset: %w", err)}
 		}
 		source = "preset " + o.preset
 	}

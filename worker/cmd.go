@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/wmrl/wmrl/internal/cmdline"
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -19,20 +18,10 @@ import (
 
 // Exit statuses of wmrl-worker, as wmrl's.
 const (
-	exitOK      = 0
-	exitRuntime = 1 // the worker failed
-	exitUsage   = 2 // the command line is wrong
+	exitOK      = cmdline.ExitOK
+	exitRuntime = cmdline.ExitFailure // the worker failed
+	exitUsage   = cmdline.ExitUsage   // the command line is wrong
 )
-
-// usageError is a wrong command line; the worker exits with exitUsage.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
-}
 
 // version is the worker's version, set at build time with
 // -ldflags "-X main.version=v1.2.3"; empty, it comes from the build info.
@@ -60,15 +49,10 @@ func execute(args []string, stdout, stderr io.Writer, env deployenv.Env, serve f
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	err := cmd.Execute()
-	if err == nil {
-		return exitOK
+	if err != nil {
+		fmt.Fprintln(stderr, "wmrl-worker:", cmdline.OneLine(err.Error()))
 	}
-	fmt.Fprintln(stderr, "wmrl-worker:", oneLine(err.Error()))
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return exitUsage
-	}
-	return exitRuntime
+	return cmdline.ExitStatus(err)
 }
 
 // newCommand is the worker's command line: flags with defaults from env,
@@ -91,7 +75,7 @@ The database must be migrated (wmrl migrate) before the first run.
 
 Exit status: 0 when stopped by a signal; 1 when the worker fails; 2 for a
 usage error. An error of the command line is one line on stderr.`,
-		Version:       versionString(),
+		Version:       cmdline.Version(version),
 		Args:          noArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -105,7 +89,7 @@ usage error. An error of the command line is one line on stderr.`,
 			return serve(cmd.Context(), o)
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdline.UsageError{Err: err} })
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringVar(&queues, "queues", strings.Join(workflows.QueueNames(), ","), "comma-separated task queues to serve")
@@ -138,7 +122,7 @@ func connFlags(o *options, env deployenv.Env) *pflag.FlagSet {
 // noArgs refuses positional arguments as a usage error.
 func noArgs(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usagef("unexpected arguments %q", args)
+		return cmdline.Usagef("unexpected arguments %q", args)
 	}
 	return nil
 }
@@ -148,14 +132,14 @@ func (o *options) check(queues string) error {
 	switch o.sandboxKind {
 	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
 	default:
-		return usagef("--sandbox: %q is not docker, process or auto", o.sandboxKind)
+		return cmdline.Usagef("--sandbox: %q is not docker, process or auto", o.sandboxKind)
 	}
 	seen := map[string]bool{}
 	o.queues = nil
 	for _, q := range strings.Split(queues, ",") {
 		q = strings.TrimSpace(q)
 		if _, err := workflows.Queue(q); err != nil {
-			return usagef("--queues: %v", err)
+			return cmdline.Usagef("--queues: %v", err)
 		}
 		if !seen[q] {
 			seen[q] = true
@@ -163,49 +147,4 @@ func (o *options) check(queues string) error {
 		}
 	}
 	return nil
-}
-
-// oneLine makes a message one line, as wmrl does: its lines are joined
-// with "; ", or with " " after a line ending in ":".
-func oneLine(msg string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(msg, "\n") {
-		if l = strings.TrimSpace(l); l == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			if strings.HasSuffix(b.String(), ":") {
-				b.WriteString(" ")
-			} else {
-				b.WriteString("; ")
-			}
-		}
-		b.WriteString(l)
-	}
-	return b.String()
-}
-
-// versionString is version, else the module's version and VCS revision
-// from the build info.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision" && len(s.Value) >= 12:
-			v += " " + s.Value[:12]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			v += " (modified)"
-		}
-	}
-	return v
 }
