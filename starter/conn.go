@@ -149,16 +149,20 @@ func (c *connFlags) open(ctx context.Context) (*store.Store, error) {
 	return st, nil
 }
 
-// conns are the open connections of a command that needs both Postgres
-// and Temporal.
+// conns are the open connections of a command: Postgres and Temporal.
 type conns struct {
 	st *store.Store
-	tc client.Client
+	// tc is nil when Temporal did not answer a command that can do
+	// without it (connectStore); noTemporal is then why.
+	tc         client.Client
+	noTemporal error
 }
 
-// Close closes both connections.
+// Close closes the connections.
 func (c conns) Close() {
-	c.tc.Close()
+	if c.tc != nil {
+		c.tc.Close()
+	}
 	c.st.Close()
 }
 
@@ -175,6 +179,18 @@ func (c *connFlags) connect(ctx context.Context, stderr io.Writer) (conns, error
 		return conns{}, err
 	}
 	return conns{st: st, tc: tc}, nil
+}
+
+// connectStore opens Postgres (checking its schema) and, when it answers,
+// Temporal: for the commands that can answer from Postgres alone (list,
+// status), saying so.
+func (c *connFlags) connectStore(ctx context.Context, stderr io.Writer) (conns, error) {
+	st, err := c.open(ctx)
+	if err != nil {
+		return conns{}, err
+	}
+	tc, err := c.dial(ctx, stderr)
+	return conns{st: st, tc: tc, noTemporal: err}, nil
 }
 
 // runURL is the Web UI page of a run's workflow.

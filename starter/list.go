@@ -76,21 +76,19 @@ resumed_from, created_at, termination {reason, at}}].`,
 }
 
 func listRuns(ctx context.Context, c *connFlags, limit int, stderr io.Writer) (listReport, error) {
-	st, err := c.open(ctx)
+	cs, err := c.connectStore(ctx, stderr)
 	if err != nil {
 		return listReport{}, err
 	}
-	defer st.Close()
+	defer cs.Close()
+	st, tc := cs.st, cs.tc
 	runs, err := st.Runs(ctx, limit)
 	if err != nil {
 		return listReport{}, err
 	}
 	rep := listReport{Runs: []listedRun{}}
-	tc, derr := c.dial(ctx, stderr)
-	if derr != nil {
-		rep.Note = derr.Error()
-	} else {
-		defer tc.Close()
+	if cs.noTemporal != nil {
+		rep.Note = cs.noTemporal.Error()
 	}
 	for _, r := range runs {
 		lr := listedRun{Run: r.ID, Name: r.Name, Mode: r.Mode, State: string(r.State), Steps: r.Steps,

@@ -126,23 +126,21 @@ func followStatus(cmd *cobra.Command, c *connFlags, asJSON bool, run string, pol
 // runStatus answers wmrl status: the query when the run's workflow runs,
 // else Postgres.
 func runStatus(ctx context.Context, c *connFlags, run string, stderr io.Writer) (statusReport, error) {
-	st, err := c.open(ctx)
+	cs, err := c.connectStore(ctx, stderr)
 	if err != nil {
 		return statusReport{}, err
 	}
-	defer st.Close()
-	tc, derr := c.dial(ctx, stderr)
-	if derr != nil {
-		rep, err := postgresStatus(ctx, st, nil, run, "")
+	defer cs.Close()
+	if cs.tc == nil {
+		rep, err := postgresStatus(ctx, cs.st, nil, run, "")
 		if err != nil {
 			return rep, err
 		}
 		rep.URL = c.runURL(run)
-		rep.Note = derr.Error()
+		rep.Note = cs.noTemporal.Error()
 		return rep, nil
 	}
-	defer tc.Close()
-	return statusOf(ctx, c, tc, st, run)
+	return statusOf(ctx, c, cs.tc, cs.st, run)
 }
 
 // statusOf is the status of a run given both clients.
