@@ -162,3 +162,17 @@ func TestHelpGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestListWithoutTemporal lists the runs of Postgres when Temporal does not
+// answer, and says so.
+func TestListWithoutTemporal(t *testing.T) {
+	_, dsn := testenv.FreshDB(t)
+	got, out, errOut := runTree("--address", "127.0.0.1:1", "list", "--json", "--database-url", dsn)
+	if got != exitOK || !strings.Contains(out, `"runs": []`) || !strings.Contains(out, "connect to temporal at 127.0.0.1:1") {
+		t.Errorf("list without Temporal: exit %d, stdout %q, stderr %q", got, out, errOut)
+	}
+	got, _, errOut = runTree("status", "ghost", "--database-url", dsn, "--address", "127.0.0.1:1")
+	if got != exitRuntime || !strings.Contains(errOut, "ghost") {
+		t.Errorf("status of an unknown run without Temporal: exit %d, stderr %q", got, errOut)
+	}
+}
