@@ -11,7 +11,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wmrl ./starter
-	$(GO) build -o $(BIN)/wmrl-worker ./worker
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wmrl-worker ./worker
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/wmrl-executor ./internal/executor/wmrl-executor
 
 vet:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,69 +12,30 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/wmrl/wmrl/internal/cmdline"
 	"github.com/wmrl/wmrl/internal/runconfig"
 )
 
-// Exit statuses of wmrl.
+// Exit statuses of wmrl (cmdline's).
 const (
-	exitOK      = 0
-	exitRuntime = 1 // the command failed
-	exitUsage   = 2 // the command line is wrong
+	exitOK      = cmdline.ExitOK
+	exitRuntime = cmdline.ExitFailure // the command failed
+	exitUsage   = cmdline.ExitUsage   // the command line is wrong
 )
 
 // usageError is a wrong command line: an unknown command or flag, a wrong
 // number of arguments, an invalid flag or argument value. wmrl exits with
 // exitUsage on it.
-type usageError struct{ err error }
+type usageError = cmdline.UsageError
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
-}
-
-// cobraUsage are the prefixes of the usage errors cobra makes itself
-// without a hook to mark them.
-var cobraUsage = []string{"unknown command ", "required flag(s) ", "if any flags in the group ", "none of the flags in the group "}
+func usagef(format string, args ...any) error { return cmdline.Usagef(format, args...) }
 
 // exitStatus is the exit status for err.
-func exitStatus(err error) int {
-	var ue *usageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &ue):
-		return exitUsage
-	}
-	for _, p := range cobraUsage {
-		if strings.HasPrefix(err.Error(), p) {
-			return exitUsage
-		}
-	}
-	return exitRuntime
-}
+func exitStatus(err error) int { return cmdline.ExitStatus(err) }
 
-// oneLine makes a message one line: the lines of a multi-line error are
-// joined with "; ", so that every error is one line on stderr.
-func oneLine(msg string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(msg, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			if strings.HasSuffix(b.String(), ":") {
-				b.WriteString(" ")
-			} else {
-				b.WriteString("; ")
-			}
-		}
-		b.WriteString(l)
-	}
-	return b.String()
-}
+// oneLine makes a message one line, so that every error is one line on
+// stderr.
+func oneLine(msg string) string { return cmdline.OneLine(msg) }
 
 // guardArgs makes every command of the tree under c report its argument
 // errors as usage errors, refuse invalid run names before doing anything
@@ -176,6 +136,7 @@ const (
 // positional arguments and whether --help was asked for.
 func parseWithNumbers(cmd *cobra.Command, args []string) ([]string, bool, error) {
 	fs := cmd.Flags()
+	fs.AddFlagSet(cmd.InheritedFlags()) // the persistent connection flags
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -203,7 +164,7 @@ func parseWithNumbers(cmd *cobra.Command, args []string) ([]string, bool, error)
 		}
 	}
 	if err := fs.Parse(flags); err != nil {
-		return nil, false, &usageError{err}
+		return nil, false, &usageError{Err: err}
 	}
 	help, _ := fs.GetBool("help")
 	return pos, help, nil

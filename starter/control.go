@@ -29,10 +29,10 @@ var signals = []struct{ name, short, effect string }{
 	{workflows.SignalStop, "Stop a run after its current step", "stops after its current step, then evaluates and completes"},
 }
 
-func newSignalCmds() []*cobra.Command {
+func newSignalCmds(cf *connFlags) []*cobra.Command {
 	var cmds []*cobra.Command
 	for _, s := range signals {
-		var c conn
+		var asJSON bool
 		cmd := &cobra.Command{
 			Use:   s.name + " RUN [--json]",
 			Short: s.short,
@@ -41,7 +41,7 @@ A run that is not running is refused.`, s.name, s.name, s.effect),
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
-				tc, err := c.dial(ctx, cmd.ErrOrStderr())
+				tc, err := cf.dial(ctx, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
@@ -49,16 +49,15 @@ A run that is not running is refused.`, s.name, s.name, s.effect),
 				if err := sendSignal(ctx, tc, args[0], s.name); err != nil {
 					return err
 				}
-				if c.asJSON {
+				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), signalReport{Run: args[0], Signal: s.name, Sent: true})
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "sent %s to run %s: it %s\n", s.name, args[0], s.effect)
 				return err
 			},
 		}
-		c.register(cmd)
-		cmd.Flags().Lookup("database-url").Hidden = true
-		cmd.Flags().Lookup("ui-url").Hidden = true
+		cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+		uses(cmd, groupTemporal)
 		cmds = append(cmds, cmd)
 	}
 	return cmds
@@ -103,8 +102,8 @@ type fractionReport struct {
 // errRejected marks a change the run's validator refused.
 var errRejected = errors.New("rejected")
 
-func newSetAnchorFractionCmd() *cobra.Command {
-	var c conn
+func newSetAnchorFractionCmd(cf *connFlags) *cobra.Command {
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "set-anchor-fraction RUN F [--json]",
 		Short: "Change the anchor fraction of a running run",
@@ -135,7 +134,7 @@ until the run has applied the change and prints the previous fraction.`,
 				return usagef("anchor fraction %q: want a number in [0,1]", clipArg(args[1]))
 			}
 			ctx := cmd.Context()
-			tc, err := c.dial(ctx, cmd.ErrOrStderr())
+			tc, err := cf.dial(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -145,7 +144,7 @@ until the run has applied the change and prints the previous fraction.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if c.asJSON {
+			if asJSON {
 				if werr := writeJSON(out, rep); werr != nil {
 					return werr
 				}
@@ -160,9 +159,8 @@ until the run has applied the change and prints the previous fraction.`,
 			return nil
 		},
 	}
-	c.register(cmd)
-	cmd.Flags().Lookup("database-url").Hidden = true
-	cmd.Flags().Lookup("ui-url").Hidden = true
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	uses(cmd, groupTemporal)
 	return cmd
 }
 

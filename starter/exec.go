@@ -67,7 +67,7 @@ metric_name, position, cpu_seconds, wall_seconds, detail.`,
 				return err
 			}
 			if err := limits.Check(); err != nil {
-				return &usageError{fmt.Errorf("sandbox limits (--memory, --cpus, --pids, --deadline): %w", err)}
+				return &usageError{Err: fmt.Errorf("sandbox limits (--memory, --cpus, --pids, --deadline): %w", err)}
 			}
 			path, err := sandbox.FindExecutor(binary)
 			if err != nil {

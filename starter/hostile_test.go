@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/cmdline"
 )
 
 // TestHostileInput runs the real command tree on command lines a user (or
@@ -59,6 +61,8 @@ func TestHostileInput(t *testing.T) {
 		{"pause empty run", []string{"pause", ""}, exitUsage, "run name: must not be empty"},
 		{"resume slash run", []string{"resume", "a/b"}, exitUsage, "run name: letters"},
 		{"stop empty run", []string{"stop", ""}, exitUsage, "run name: must not be empty"},
+		{"continue empty run", []string{"continue", ""}, exitUsage, "run name: must not be empty"},
+		{"resume-from slash run", []string{"resume-from", "a/b"}, exitUsage, "run name: letters"},
 		{"inspect empty run", []string{"inspect", ""}, exitUsage, "run name: must not be empty"},
 		{"anchors empty run", []string{"worldmodel", "anchors", "ok", ""}, exitUsage, "run name: must not be empty"},
 		{"set fraction empty run", []string{"set-anchor-fraction", "", "0.5"}, exitUsage, "run name: must not be empty"},
@@ -188,8 +192,8 @@ func TestBuildVersion(t *testing.T) {
 		{debug.BuildInfo{Settings: []debug.BuildSetting{rev, {Key: "vcs.modified", Value: "true"}}}, "(devel) 2bf594f98060 (modified)"},
 	}
 	for _, tt := range tests {
-		if got := buildVersion(&tt.give); got != tt.want {
-			t.Errorf("buildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
+		if got := cmdline.BuildVersion(&tt.give); got != tt.want {
+			t.Errorf("BuildVersion(%+v) = %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }
@@ -211,7 +215,10 @@ func TestParseWithNumbers(t *testing.T) {
 		{give: []string{"r1", "-", "1"}, want: []string{"r1", "-", "1"}},
 	}
 	for _, tt := range tests {
-		cmd := newSetAnchorFractionCmd()
+		cmd, _, err := newRootCmd().Find([]string{"set-anchor-fraction"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd.InitDefaultHelpFlag()
 		got, help, err := parseWithNumbers(cmd, tt.give)
 		if err != nil {

@@ -85,11 +85,11 @@ type inspectTraj struct {
 	CPUSeconds *float64 `json:"cpu_seconds"`
 }
 
-func newInspectCmd() *cobra.Command {
+func newInspectCmd(cf *connFlags) *cobra.Command {
 	var (
-		c     conn
-		step  int
-		limit int
+		asJSON bool
+		step   int
+		limit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect RUN [--step N] [--limit N] [--json]",
@@ -113,7 +113,7 @@ anchor pairs. Text output shows the first --limit rows of each table (0: all);
 				return err
 			}
 			ctx := cmd.Context()
-			st, err := c.open(ctx)
+			st, err := cf.open(ctx)
 			if err != nil {
 				return err
 			}
@@ -122,16 +122,14 @@ anchor pairs. Text output shows the first --limit rows of each table (0: all);
 			if err != nil {
 				return err
 			}
-			if c.asJSON {
+			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			return printInspect(cmd.OutOrStdout(), rep, limit)
 		},
 	}
-	c.register(cmd)
-	cmd.Flags().Lookup("address").Hidden = true
-	cmd.Flags().Lookup("namespace").Hidden = true
-	cmd.Flags().Lookup("ui-url").Hidden = true
+	uses(cmd, groupPostgres)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&step, "step", 0, "step to show (default: the last completed one)")
 	cmd.Flags().IntVar(&limit, "limit", 12, "rows per table in text output (0: all)")
 	return cmd

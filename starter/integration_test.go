@@ -398,6 +398,7 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 		last, ok, err := e.st.LastCompletedStep(t.Context(), name)
 		return err == nil && ok && last >= 1
 	})
+	// resume-from, the deprecated alias of continue, still works.
 	if _, err := e.wmrl(t, "resume-from", name); err == nil || !strings.Contains(err.Error(), "is still running") {
 		t.Errorf("resume-from a running run: %v", err)
 	}
@@ -420,11 +421,11 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 		t.Errorf("status of a terminated run: %+v", s)
 	}
 
-	out, err = e.wmrl(t, "resume-from", name, "--poll", "100ms")
+	out, err = e.wmrl(t, "continue", name, "--poll", "100ms")
 	if err != nil {
-		t.Fatalf("resume-from: %v\n%s", err, out)
+		t.Fatalf("continue: %v\n%s", err, out)
 	}
-	t.Logf("wmrl resume-from %s:\n%s", name, out)
+	t.Logf("wmrl continue %s:\n%s", name, out)
 	next := fmt.Sprintf("%s-resume-%d", name, last+1)
 	if !strings.Contains(out, fmt.Sprintf("started run %s from run %s after step %d", next, name, last)) ||
 		strings.Contains(out, fmt.Sprintf("step %d: rho", last)) || !strings.Contains(out, "step 3: rho") {
@@ -451,11 +452,11 @@ func testResumeFrom(t *testing.T, e *itEnv) {
 		old.Termination == nil || old.Termination.Reason != "test of resume-from" {
 		t.Errorf("old run's recorded state: %+v %v", old, err)
 	}
-	if _, err := e.wmrl(t, "resume-from", whole); err == nil || !strings.Contains(err.Error(), "completed all its 4 steps") {
-		t.Errorf("resume-from a completed run: %v", err)
+	if _, err := e.wmrl(t, "continue", whole); err == nil || !strings.Contains(err.Error(), "completed all its 4 steps") {
+		t.Errorf("continue a completed run: %v", err)
 	}
-	if _, err := e.wmrl(t, "resume-from", name); err == nil || !strings.Contains(err.Error(), "taken by an earlier run") {
-		t.Errorf("resume-from twice to the same name: %v", err)
+	if _, err := e.wmrl(t, "continue", name); err == nil || !strings.Contains(err.Error(), "taken by an earlier run") {
+		t.Errorf("continue twice to the same name: %v", err)
 	}
 }
 

@@ -37,10 +37,10 @@ type listReport struct {
 	Note string      `json:"note,omitempty"`
 }
 
-func newListCmd() *cobra.Command {
+func newListCmd(cf *connFlags) *cobra.Command {
 	var (
-		c     conn
-		limit int
+		asJSON bool
+		limit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "list [--limit N] [--json]",
@@ -59,37 +59,36 @@ resumed_from, created_at, termination {reason, at}}].`,
 			if err := intIn("limit", limit, 0, maxRows); err != nil {
 				return err
 			}
-			rep, err := listRuns(cmd.Context(), &c, limit, cmd.ErrOrStderr())
+			rep, err := listRuns(cmd.Context(), cf, limit, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			if c.asJSON {
+			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			return printList(cmd.OutOrStdout(), rep)
 		},
 	}
-	c.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
 	return cmd
 }
 
-func listRuns(ctx context.Context, c *conn, limit int, stderr io.Writer) (listReport, error) {
-	st, err := c.open(ctx)
+func listRuns(ctx context.Context, c *connFlags, limit int, stderr io.Writer) (listReport, error) {
+	cs, err := c.connectStore(ctx, stderr)
 	if err != nil {
 		return listReport{}, err
 	}
-	defer st.Close()
+	defer cs.Close()
+	st, tc := cs.st, cs.tc
 	runs, err := st.Runs(ctx, limit)
 	if err != nil {
 		return listReport{}, err
 	}
 	rep := listReport{Runs: []listedRun{}}
-	tc, derr := c.dial(ctx, stderr)
-	if derr != nil {
-		rep.Note = derr.Error()
-	} else {
-		defer tc.Close()
+	if cs.noTemporal != nil {
+		rep.Note = cs.noTemporal.Error()
 	}
 	for _, r := range runs {
 		lr := listedRun{Run: r.ID, Name: r.Name, Mode: r.Mode, State: string(r.State), Steps: r.Steps,

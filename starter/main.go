@@ -1,16 +1,26 @@
 // Command wmrl is the command line of wmrl: durable training runs on
-// Temporal (run, status, list, pause, resume, stop, set-anchor-fraction,
-// inspect, resume-from), the database schema (migrate), offline calibration
-// audits, the built-in suite and its world model.
+// Temporal (run, status, list, inspect, pause, resume, stop,
+// set-anchor-fraction, continue, terminate), offline calibration audits,
+// the built-in suite and its world model, the database schema (migrate) and
+// the benchmark (bench reproduce).
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wmrl/wmrl/internal/cmdline"
+	"github.com/wmrl/wmrl/internal/deployenv"
+)
+
+// The command groups of the help.
+const (
+	groupRuns   = "runs"
+	groupMethod = "method"
+	groupSetup  = "setup"
 )
 
 // version is wmrl's version, set at build time with
@@ -57,60 +67,34 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	// Each subcommand lives in its own file and is added here.
-	root.AddCommand(newCalibrateCmd())
-	root.AddCommand(newSuiteCmd())
-	root.AddCommand(newExecCmd())
-	root.AddCommand(newWorldModelCmd())
-	root.AddCommand(newMigrateCmd())
-	root.AddCommand(newRunCmd())
-	root.AddCommand(newStatusCmd())
-	root.AddCommand(newListCmd())
-	root.AddCommand(newSignalCmds()...)
-	root.AddCommand(newSetAnchorFractionCmd())
-	root.AddCommand(newInspectCmd())
-	root.AddCommand(newResumeFromCmd())
-	root.AddCommand(newTerminateCmd())
-	root.AddCommand(newBenchCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{Err: err} })
+	cf := addConnFlags(root, deployenv.Read())
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		help(cmd, args)
+		connHelp(cmd.OutOrStdout(), cmd)
+	})
+	// Each subcommand lives in its own file and is added here, in its
+	// group of the help.
+	root.AddGroup(
+		&cobra.Group{ID: groupRuns, Title: "Runs:"},
+		&cobra.Group{ID: groupMethod, Title: "Method and suite:"},
+		&cobra.Group{ID: groupSetup, Title: "Setup and benchmarks:"},
+	)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add(groupRuns, newRunCmd(cf), newStatusCmd(cf), newListCmd(cf), newInspectCmd(cf))
+	add(groupRuns, newSignalCmds(cf)...)
+	add(groupRuns, newSetAnchorFractionCmd(cf), newContinueCmd(cf), newTerminateCmd(cf))
+	add(groupMethod, newCalibrateCmd(), newSuiteCmd(), newExecCmd(), newWorldModelCmd(cf))
+	add(groupSetup, newMigrateCmd(cf), newBenchCmd(cf))
 	guardArgs(root)
 	return root
 }
 
-// versionString is version, else the module's version from the build info
-// with the VCS revision and whether the tree was modified.
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	return buildVersion(bi)
-}
-
-// buildVersion is the version of a build: the module's version, the VCS
-// revision (12 digits) and "(modified)" when the tree had changes.
-func buildVersion(bi *debug.BuildInfo) string {
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev != "" {
-		v += " " + short(rev)
-	}
-	if modified == "true" {
-		v += " (modified)"
-	}
-	return v
-}
+// versionString is version, else the build's (cmdline.Version).
+func versionString() string { return cmdline.Version(version) }

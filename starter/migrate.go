@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/migrations"
 )
@@ -19,15 +18,8 @@ type migrateReport struct {
 	Version int                    `json:"version"`
 }
 
-// databaseURL is the --database-url default: $WMRL_DATABASE_URL, else the
-// local stack's database.
-func databaseURL() string { return deployenv.Read().DatabaseURL }
-
-func newMigrateCmd() *cobra.Command {
-	var (
-		dsn    string
-		asJSON bool
-	)
+func newMigrateCmd(cf *connFlags) *cobra.Command {
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "migrate [--database-url DSN] [--json]",
 		Short: "Create or update the Postgres schema",
@@ -46,10 +38,7 @@ is a libpq keyword/value string or a postgres:// URL.
 schema was current) and version (the schema version afterwards).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dsn == "" {
-				dsn = databaseURL()
-			}
-			s, err := store.Open(cmd.Context(), dsn)
+			s, err := store.Open(cmd.Context(), cf.dsn())
 			if err != nil {
 				return err
 			}
@@ -72,7 +61,7 @@ schema was current) and version (the schema version afterwards).`,
 			return printMigrate(cmd.OutOrStdout(), r, asJSON)
 		},
 	}
-	cmd.Flags().StringVar(&dsn, "database-url", "", "Postgres DSN (default $WMRL_DATABASE_URL, else the local stack's)")
+	uses(cmd, groupPostgres)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"reflect"
@@ -30,7 +29,7 @@ import (
 
 // benchOptions are the flags of wmrl bench reproduce.
 type benchOptions struct {
-	conn
+	asJSON bool
 	preset string
 	seeds  int
 	out    string
@@ -43,17 +42,17 @@ type benchOptions struct {
 	modes  string
 }
 
-func newBenchCmd() *cobra.Command {
+func newBenchCmd(cf *connFlags) *cobra.Command {
 	bench := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks of wmrl on the real stack",
 		Args:  cobra.NoArgs,
 	}
-	bench.AddCommand(newReproduceCmd())
+	bench.AddCommand(newReproduceCmd(cf))
 	return bench
 }
 
-func newReproduceCmd() *cobra.Command {
+func newReproduceCmd(cf *connFlags) *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
 		Use:   "reproduce [--preset small|full] [--seeds N] [--out DIR] [--json]",
@@ -89,10 +88,11 @@ its text is kept in the results' header. --modes runs only the listed modes
 reported as lacking data. --json prints results.json to stdout instead of
 the table.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, cf, &o) },
 	}
-	o.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
 	f := cmd.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.preset, "preset", "small", "benchmark preset: "+strings.Join(runconfig.BenchPresetNames(), ", "))
 	f.IntVar(&o.seeds, "seeds", 3, "number of seeds per mode (seeds 1..N)")
 	f.StringVar(&o.out, "out", "docs/results", "directory of the results")
@@ -117,7 +117,7 @@ type benchRun struct {
 func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
 	base, err := runconfig.BenchPreset(preset)
 	if err != nil {
-		return nil, base, &usageError{fmt.Errorf("--preset: %w", err)}
+		return nil, base, &usageError{Err: fmt.Errorf("--preset: %w", err)}
 	}
 	if len(overlay) > 0 {
 		if err := benchOwned(overlay); err != nil {
@@ -163,7 +163,7 @@ type benchOutcome struct {
 	note  string
 }
 
-func runBench(cmd *cobra.Command, o *benchOptions) error {
+func runBench(cmd *cobra.Command, cf *connFlags, o *benchOptions) error {
 	if err := durationIn("poll", o.poll, minPoll, maxPoll); err != nil {
 		return err
 	}
@@ -189,20 +189,18 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 	}
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
-	st, err := o.open(ctx)
+	cs, err := cf.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := o.dial(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pr := &benchProgress{w: stderr, tty: isTerminal(stderr), total: len(plan), start: time.Now()}
+	// Progress goes to stderr: runs done, the current run's step.
+	pr := newProgress(stderr, len(plan), "runs", isTerminal(stderr), false)
+	pr.count(0)
 	var outcomes []benchOutcome
 	for _, r := range plan {
 		out, err := benchOne(sigCtx, o, tc, st, pr, r)
@@ -215,7 +213,8 @@ func runBench(cmd *cobra.Command, o *benchOptions) error {
 			return err
 		}
 		outcomes = append(outcomes, out)
-		pr.finish(out)
+		pr.count(len(outcomes))
+		pr.note(strings.TrimSpace(fmt.Sprintf("%s %s %s", out.run.ID, stateText(out.state), out.note)))
 	}
 	pr.clear()
 
@@ -273,7 +272,7 @@ func stateText(s string) string {
 
 // benchOne brings one run of the benchmark to its end: collects it if it
 // completed, follows it if it runs, starts it if it is missing.
-func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.Store, pr *benchProgress, r benchRun) (benchOutcome, error) {
+func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.Store, pr *progress, r benchRun) (benchOutcome, error) {
 	out := benchOutcome{run: r}
 	wf, err := temporalState(ctx, tc, r.ID)
 	if err != nil {
@@ -307,9 +306,9 @@ func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.
 		if _, err := startRun(ctx, tc, workflows.RunInput{RunID: r.ID, Config: r.Cfg}); err != nil {
 			return out, err
 		}
-		pr.line(fmt.Sprintf("started %s", r.ID))
+		pr.note(fmt.Sprintf("started %s", r.ID))
 	case wfRunning, wfContinued:
-		pr.line(fmt.Sprintf("following %s (already running)", r.ID))
+		pr.note(fmt.Sprintf("following %s (already running)", r.ID))
 	default:
 		out.state = wf
 		if wf == wfCompleted {
@@ -321,7 +320,7 @@ func benchOne(ctx context.Context, o *benchOptions, tc client.Client, st *store.
 }
 
 // waitRun follows a running run until its workflow ends.
-func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *benchProgress, r benchRun) (benchOutcome, error) {
+func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *progress, r benchRun) (benchOutcome, error) {
 	out := benchOutcome{run: r}
 	began := time.Now()
 	var silent time.Time
@@ -342,11 +341,12 @@ func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *benchPr
 		switch {
 		case err == nil:
 			silent = time.Time{}
-			pr.current(r, s.Step, s.Steps, time.Since(began))
+			pr.status(fmt.Sprintf("%s/%d", r.ID, s.Step),
+				fmt.Sprintf("%s: step %d/%d (%s)", r.ID, s.Step, s.Steps, time.Since(began).Round(time.Second)))
 		case silent.IsZero():
 			silent = time.Now()
 		case time.Since(silent) > 30*time.Second && !warned && ctx.Err() == nil:
-			pr.line(fmt.Sprintf("%s does not answer (is a wmrl-worker serving %s?): %v", r.ID, workflows.QueueControl, err))
+			pr.note(fmt.Sprintf("%s does not answer (is a wmrl-worker serving %s?): %v", r.ID, workflows.QueueControl, err))
 			warned = true
 		}
 		select {
@@ -396,51 +396,6 @@ func memTotal() uint64 {
 	return 0
 }
 
-// benchProgress shows the benchmark's progress on stderr: runs done and the
-// current run's step, redrawn in place on a terminal, a line per step
-// otherwise.
-type benchProgress struct {
-	w        io.Writer
-	tty      bool
-	total    int
-	done     int
-	start    time.Time
-	lastStep string
-	drawn    bool
-}
-
-func (p *benchProgress) clear() {
-	if p.tty && p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.drawn = false
-	}
-}
-
-func (p *benchProgress) line(s string) {
-	p.clear()
-	fmt.Fprintf(p.w, "[%d/%d runs, %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), s)
-}
-
-func (p *benchProgress) current(r benchRun, step, steps int, elapsed time.Duration) {
-	s := fmt.Sprintf("%s: step %d/%d (%s)", r.ID, step, steps, elapsed.Round(time.Second))
-	if p.tty {
-		p.clear()
-		fmt.Fprintf(p.w, "[%d/%d runs, %s] %s", p.done, p.total, time.Since(p.start).Round(time.Second), s)
-		p.drawn = true
-		return
-	}
-	key := fmt.Sprintf("%s/%d", r.ID, step)
-	if key != p.lastStep {
-		p.lastStep = key
-		p.line(s)
-	}
-}
-
-func (p *benchProgress) finish(o benchOutcome) {
-	p.done++
-	p.line(strings.TrimSpace(fmt.Sprintf("%s %s %s", o.run.ID, stateText(o.state), o.note)))
-}
-
 // parseModes reads --modes: comma-separated mode names, each at most once,
 // returned in mode.All's order; empty means every mode.
 func parseModes(list string) ([]mode.Mode, error) {
@@ -451,7 +406,7 @@ func parseModes(list string) ([]mode.Mode, error) {
 	for _, name := range strings.Split(list, ",") {
 		m, err := mode.Parse(strings.TrimSpace(name))
 		if err != nil {
-			return nil, &usageError{fmt.Errorf("--modes: %w", err)}
+			return nil, &usageError{Err: fmt.Errorf("--modes: %w", err)}
 		}
 		if seen[m] {
 			return nil, usagef("--modes: %s given twice", m)

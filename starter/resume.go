@@ -13,17 +13,20 @@ import (
 	"github.com/wmrl/wmrl/workflows"
 )
 
-func newResumeFromCmd() *cobra.Command {
+func newContinueCmd(cf *connFlags) *cobra.Command {
 	var (
 		o    runOptions
 		name string
 	)
 	cmd := &cobra.Command{
-		Use:   "resume-from RUN [--name NEW] [--detach] [--json]",
-		Short: "Start a new run from the last completed step of a terminated or failed run",
-		Long: `resume-from starts a new execution of a run that ended before its last step
-(terminated, failed, timed out, or stopped), from its last completed step s.
-It checks that RUN can be resumed and starts the new run NEW (default
+		Use:     "continue RUN [--name NEW] [--detach] [--json]",
+		Aliases: []string{"resume-from"},
+		Short:   "Start a new run that continues RUN from its last completed step",
+		Long: `continue starts a new run that continues RUN from its last completed step s:
+for a run that ended before its last step (terminated, failed, timed out, or
+stopped). It is not wmrl resume, which lets a paused run, the same run, go on.
+
+continue checks that RUN can be continued and starts the new run NEW (default
 "RUN-resume-<s+1>") with RUN's configuration; it writes nothing itself. The new
 run's workflow first copies RUN's history up to step s in Postgres (steps,
 trajectories, anchor pairs, calibration maps, fusion states, checkpoints,
@@ -34,21 +37,24 @@ set-anchor-fraction's, else the configuration's). If the start
 fails, nothing is left behind. A run that is still running is refused: stop it
 or end it with wmrl terminate first.
 
-Then resume-from follows the new run as wmrl run does (Ctrl-C detaches;
---detach returns at once); --json prints the same object as wmrl run --json.`,
+Then continue follows the new run as wmrl run does (Ctrl-C detaches;
+--detach returns at once); --json prints the same object as wmrl run --json.
+
+resume-from is its former name, deprecated: it still works as an alias.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return resumeFrom(cmd, &o, args[0], name, cmd.Flags().Changed("name"))
+			return continueRun(cmd, cf, &o, args[0], name, cmd.Flags().Changed("name"))
 		},
 	}
-	o.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&name, "name", "", "name of the new run (default RUN-resume-<next step>)")
 	cmd.Flags().BoolVar(&o.detach, "detach", false, "start the new run and return without following it")
 	cmd.Flags().DurationVar(&o.poll, "poll", time.Second, "how often to ask the run for its status")
 	return cmd
 }
 
-// resumePlan is what resume-from starts: the new run's configuration,
+// resumePlan is what continue starts: the new run's configuration,
 // from the old run's last completed step. The state the new run starts
 // from is rebuilt by its workflow (the ResumeRun activity), not here.
 type resumePlan struct {
@@ -57,18 +63,14 @@ type resumePlan struct {
 	cfg  runconfig.Config
 }
 
-func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet bool) error {
+func continueRun(cmd *cobra.Command, cf *connFlags, o *runOptions, oldID, name string, nameSet bool) error {
 	ctx := cmd.Context()
-	st, err := o.open(ctx)
+	cs, err := cf.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := o.dial(ctx, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 	if !nameSet {
 		name = ""
 	}
@@ -80,11 +82,11 @@ func resumeFrom(cmd *cobra.Command, o *runOptions, oldID, name string, nameSet b
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "started run %s from run %s after step %d: steps %d..%d\n",
 			p.cfg.Name, p.old.ID, p.last, p.last+1, p.cfg.Steps-1)
-		fmt.Fprintf(out, "ui: %s\n", o.runURL(p.cfg.Name))
+		fmt.Fprintf(out, "ui: %s\n", cf.runURL(p.cfg.Name))
 	}
 	// Until the run answers; its first activity rebuilds the state.
 	initial := initialStatus(p.cfg, p.last+1, p.cfg.Anchors.Fraction)
-	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initial, o.detach, o.poll)
+	return follow(cmd, cf, o.asJSON, tc, st, we.GetRunID(), initial, o.detach, o.poll)
 }
 
 // startResume checks that run oldID can be resumed as run name and starts
@@ -116,7 +118,7 @@ func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, n
 		return p, err
 	}
 	if wf == wfRunning {
-		return p, fmt.Errorf("run %s is still running: stop it (wmrl stop %s) or end it (wmrl terminate %s --reason ...) before resuming it",
+		return p, fmt.Errorf("run %s is still running: stop it (wmrl stop %s) or end it (wmrl terminate %s --reason ...) before continuing it",
 			oldID, oldID, oldID)
 	}
 	last, ok, err := st.LastCompletedStep(ctx, oldID)
@@ -124,13 +126,13 @@ func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, n
 		return p, err
 	}
 	if !ok {
-		return p, fmt.Errorf("run %s has no completed step to resume from: start it again with wmrl run", oldID)
+		return p, fmt.Errorf("run %s has no completed step to continue from: start it again with wmrl run", oldID)
 	}
 	if last+1 >= old.Steps {
-		return p, fmt.Errorf("run %s completed all its %d steps: nothing to resume", oldID, old.Steps)
+		return p, fmt.Errorf("run %s completed all its %d steps: nothing to continue", oldID, old.Steps)
 	}
 	if _, err := st.Checkpoint(ctx, oldID, last+1); err != nil {
-		return p, fmt.Errorf("run %s cannot be resumed after step %d: %w", oldID, last, err)
+		return p, fmt.Errorf("run %s cannot be continued after step %d: %w", oldID, last, err)
 	}
 	p.last = last
 	if p.cfg, err = runConfig(old); err != nil {

@@ -57,7 +57,7 @@ func TestResumeFromWritesNothing(t *testing.T) {
 	ended := &fakeTemporal{run: "old", status: enums.WORKFLOW_EXECUTION_STATUS_TERMINATED}
 
 	// Checkpoint 2 (after step 1) is missing: refused before any start.
-	if _, _, err := startResume(ctx, ended, st, "old", ""); err == nil || !strings.Contains(err.Error(), "cannot be resumed after step 1") {
+	if _, _, err := startResume(ctx, ended, st, "old", ""); err == nil || !strings.Contains(err.Error(), "cannot be continued after step 1") {
 		t.Errorf("resume without checkpoint 2: %v", err)
 	}
 	if err := st.PutCheckpoint(ctx, store.Checkpoint{Run: "old", Version: 2, Hash: "h", Location: "/x"}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
@@ -25,7 +25,7 @@ import (
 
 // runOptions are the flags of wmrl run.
 type runOptions struct {
-	conn
+	asJSON                   bool
 	configFile, preset, name string
 	seed                     uint64
 	detach, skipPreflight    bool
@@ -42,7 +42,7 @@ type runReport struct {
 	URL           string       `json:"url"`
 }
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(cf *connFlags) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
 		Use:   "run (--config FILE | --preset NAME) [--name N] [--seed N] [--detach] [--json]",
@@ -62,7 +62,7 @@ metrics per completed step (rho, anchor groups, executions, mean reward, mean
 bias of the calibration window before and after the map, held-out score when
 evaluated). Ctrl-C detaches: the run goes on, and run prints how to follow or
 stop it. At the end it prints the final status and the run's page in the
-Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + defaultUIURL + `).
+Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + deployenv.DefaultUIURL + `).
 --detach returns right after the start.
 
 --json prints one object at the end (or when detaching): run,
@@ -79,11 +79,12 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 			if err != nil {
 				return err
 			}
-			return startAndFollow(cmd, &o, cfg)
+			return startAndFollow(cmd, cf, &o, cfg)
 		},
 	}
-	o.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
 	f := cmd.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.configFile, "config", "", "YAML run configuration")
 	f.StringVar(&o.preset, "preset", "", "named configuration: "+strings.Join(runconfig.PresetNames(), ", "))
 	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
@@ -118,7 +119,7 @@ func loadRunConfig(o runOptions, nameSet, seedSet bool) (runconfig.Config, error
 	if o.preset != "" {
 		var err error
 		if base, err = runconfig.Preset(o.preset); err != nil {
-			return runconfig.Config{}, &usageError{fmt.Errorf("--preset: %w", err)}
+			return runconfig.Config{}, &usageError{Err: fmt.Errorf("--preset: %w", err)}
 		}
 		source = "preset " + o.preset
 	}
@@ -216,19 +217,15 @@ func preflight(ctx context.Context, tc client.Client, cfg runconfig.Config) erro
 	return nil
 }
 
-func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) error {
+func startAndFollow(cmd *cobra.Command, cf *connFlags, o *runOptions, cfg runconfig.Config) error {
 	ctx := cmd.Context()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	st, err := o.open(ctx)
+	out := cmd.OutOrStdout()
+	cs, err := cf.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := o.dial(ctx, stderr)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 	if err := checkName(ctx, tc, st, cfg.Name); err != nil {
 		return err
 	}
@@ -244,15 +241,15 @@ func startAndFollow(cmd *cobra.Command, o *runOptions, cfg runconfig.Config) err
 	if !o.asJSON {
 		fmt.Fprintf(out, "started run %s: mode %s, %d steps of %d groups x %d samples, seed %d\n",
 			cfg.Name, cfg.Mode, cfg.Steps, cfg.Groups, cfg.Samples, cfg.Seed)
-		fmt.Fprintf(out, "ui: %s\n", o.runURL(cfg.Name))
+		fmt.Fprintf(out, "ui: %s\n", cf.runURL(cfg.Name))
 	}
-	return follow(cmd, &o.conn, tc, st, we.GetRunID(), initialStatus(cfg, 0, cfg.Anchors.Fraction), o.detach, o.poll)
+	return follow(cmd, cf, o.asJSON, tc, st, we.GetRunID(), initialStatus(cfg, 0, cfg.Anchors.Fraction), o.detach, o.poll)
 }
 
 // follow prints a run's progress until it ends or the user detaches.
 // initial is the run's status as started (shown when detaching before the
 // run answers).
-func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temporalRunID string,
+func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st *store.Store, temporalRunID string,
 	initial workflows.Status, detach bool, poll time.Duration) error {
 	run, from, steps := initial.Run, initial.Step, initial.Steps
 	out := cmd.OutOrStdout()
@@ -262,7 +259,8 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 	// still need a live context.
 	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
-	bar := &progress{w: out, tty: isTerminal(out) && !c.asJSON, quiet: c.asJSON, steps: steps, start: time.Now(), first: -1, heldOut: from}
+	bar := newProgress(out, steps, "steps", isTerminal(out), asJSON)
+	heldOut := from       // the checkpoint version of the last held-out score shown
 	printed := from       // steps whose line is printed (or that an earlier run did)
 	var failing time.Time // since when the status query fails
 	warned := false
@@ -286,7 +284,7 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 			warned = true
 		}
 		if err == nil {
-			if printed, err = printSteps(ctx, st, bar, run, printed, s); err != nil {
+			if printed, err = printSteps(ctx, st, bar, &heldOut, run, printed, s); err != nil {
 				return err
 			}
 		}
@@ -309,12 +307,12 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 	rep.Status = final
 	rep.Detached = final.Workflow == wfRunning
 	if !rep.Detached {
-		if _, err := printSteps(ctx, st, bar, run, printed, final.Status); err != nil {
+		if _, err := printSteps(ctx, st, bar, &heldOut, run, printed, final.Status); err != nil {
 			return err
 		}
 		bar.clear()
 	}
-	if c.asJSON {
+	if asJSON {
 		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
@@ -337,8 +335,9 @@ func follow(cmd *cobra.Command, c *conn, tc client.Client, st *store.Store, temp
 // printSteps prints the lines of the steps completed since printed and
 // redraws the progress bar; it returns the new number of printed steps.
 // The status query gives the last step's metrics; the steps in between
-// (several may complete between two polls) come from Postgres.
-func printSteps(ctx context.Context, st *store.Store, bar *progress, run string, printed int, s workflows.Status) (int, error) {
+// (several may complete between two polls) come from Postgres. heldOut is
+// the checkpoint version of the last held-out score shown.
+func printSteps(ctx context.Context, st *store.Store, bar *progress, heldOut *int, run string, printed int, s workflows.Status) (int, error) {
 	bar.seen(printed)
 	if s.Step > printed {
 		var stored []store.Step
@@ -370,100 +369,20 @@ func printSteps(ctx context.Context, st *store.Store, bar *progress, run string,
 			var h *workflows.HeldOut
 			if s.HeldOut != nil && s.HeldOut.Version == step+1 {
 				h = s.HeldOut
-				bar.heldOut = h.Version
+				*heldOut = h.Version
 			}
 			bar.step(stepLine(sum, h), step+1)
 			printed = step + 1
 		}
 	}
 	// An evaluation ends after its step's line was printed.
-	if h := s.HeldOut; h != nil && h.Version > bar.heldOut && h.Version <= printed {
+	if h := s.HeldOut; h != nil && h.Version > *heldOut && h.Version <= printed {
 		bar.line(fmt.Sprintf("held-out after step %d: %.3f (checkpoint %d, %d tasks, %d samples)",
 			h.Version-1, h.Score, h.Version, h.Tasks, h.Samples))
-		bar.heldOut = h.Version
+		*heldOut = h.Version
 	}
 	bar.draw(s.Step)
 	return printed, nil
-}
-
-// progress draws the progress bar: redrawn in place on a terminal, a
-// suffix of each step line otherwise.
-type progress struct {
-	w          io.Writer
-	tty, quiet bool
-	steps      int
-	start      time.Time
-	// first is the number of completed steps when following began (-1
-	// before the first answer); done the number now.
-	first, done int
-	drawn       bool
-	// heldOut is the checkpoint version of the last held-out score shown.
-	heldOut int
-}
-
-func (p *progress) eta() string {
-	if p.first < 0 || p.done <= p.first {
-		return "ETA -"
-	}
-	per := time.Since(p.start) / time.Duration(p.done-p.first)
-	left := time.Duration(p.steps-p.done) * per
-	return "ETA " + left.Round(time.Second).String()
-}
-
-func (p *progress) seen(done int) {
-	if p.first < 0 {
-		p.first, p.start = done, time.Now()
-	}
-	p.done = done
-}
-
-func (p *progress) clear() {
-	if p.tty && p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.drawn = false
-	}
-}
-
-// line prints a line of text above the bar.
-func (p *progress) line(s string) {
-	if p.quiet {
-		return
-	}
-	p.clear()
-	fmt.Fprintln(p.w, s)
-}
-
-// step prints a completed step's line.
-func (p *progress) step(s string, done int) {
-	p.done = done
-	if !p.tty {
-		s += fmt.Sprintf("  [%d/%d, %s]", done, p.steps, p.eta())
-	}
-	p.line(s)
-}
-
-func (p *progress) draw(done int) {
-	p.seen(done)
-	if !p.tty || p.quiet {
-		return
-	}
-	const width = 30
-	n := 0
-	if p.steps > 0 {
-		n = width * done / p.steps
-	}
-	fmt.Fprintf(p.w, "\r\x1b[K[%s%s] %d/%d steps  %s elapsed  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		done, p.steps, time.Since(p.start).Round(time.Second), p.eta())
-	p.drawn = true
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // initialStatus is the status of a run as it starts at step from.

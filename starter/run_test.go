@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,11 +165,59 @@ func TestJSONShapes(t *testing.T) {
 
 func TestProgressLines(t *testing.T) {
 	var b bytes.Buffer
-	p := &progress{w: &b, steps: 4, first: -1}
+	p := newProgress(&b, 4, "steps", false, false)
 	p.seen(0)
 	p.step("step 0: x", 1)
 	p.draw(1)
 	if got := b.String(); !strings.HasPrefix(got, "step 0: x  [1/4, ETA ") || strings.Contains(got, "\r") {
 		t.Errorf("progress on a non-terminal wrote %q", got)
+	}
+	// A bench's notes and statuses: a line each, a status once per key.
+	b.Reset()
+	p = newProgress(&b, 2, "runs", false, false)
+	p.count(0)
+	p.note("started r1")
+	p.status("r1/0", "r1: step 0/3 (0s)")
+	p.status("r1/0", "r1: step 0/3 (1s)")
+	p.status("r1/1", "r1: step 1/3 (2s)")
+	p.count(1)
+	p.note("r1 completed")
+	want := []string{"[0/2 runs, 0s] started r1", "[0/2 runs, 0s] r1: step 0/3 (0s)", "[0/2 runs, 0s] r1: step 1/3 (2s)", "[1/2 runs, 0s] r1 completed", ""}
+	if got := strings.Split(b.String(), "\n"); !slices.Equal(got, want) {
+		t.Errorf("bench progress wrote %q, want %q", got, want)
+	}
+	// --json: nothing.
+	b.Reset()
+	p = newProgress(&b, 2, "steps", true, true)
+	p.step("step 0", 1)
+	p.draw(1)
+	p.note("x")
+	p.status("k", "x")
+	if b.Len() > 0 {
+		t.Errorf("quiet progress wrote %q", b.String())
+	}
+}
+
+// TestProgressBar draws the bar as on a terminal: in place, erased before
+// a line, gone at the end.
+func TestProgressBar(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, 4, "steps", true, false)
+	p.seen(0)
+	p.draw(0)
+	p.step("step 0: x", 1)
+	p.draw(1)
+	got := b.String()
+	if !strings.Contains(got, "\r") || !strings.Contains(got, "1/4") || !strings.Contains(got, "step 0: x\n") ||
+		strings.Contains(got, "step 0: x  [") {
+		t.Errorf("bar wrote %q", got)
+	}
+	if i := strings.Index(got, "step 0: x"); !strings.HasSuffix(strings.TrimRight(got[:i], " "), "\r") {
+		t.Errorf("the bar is not erased before the line: %q", got)
+	}
+	p.draw(4)
+	p.clear()
+	if last := b.String()[strings.LastIndex(b.String(), "\r"):]; strings.TrimSpace(last) != "" {
+		t.Errorf("the bar stays after the end: %q", last)
 	}
 }

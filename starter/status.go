@@ -45,9 +45,9 @@ type statusReport struct {
 	Note        string             `json:"note,omitempty"`
 }
 
-func newStatusCmd() *cobra.Command {
+func newStatusCmd(cf *connFlags) *cobra.Command {
 	var (
-		c         conn
+		asJSON    bool
 		followRun bool
 		poll      time.Duration
 	)
@@ -74,19 +74,20 @@ the object of wmrl run --json.
 			}
 			ctx := cmd.Context()
 			if followRun {
-				return followStatus(cmd, &c, args[0], poll)
+				return followStatus(cmd, cf, asJSON, args[0], poll)
 			}
-			rep, err := runStatus(ctx, &c, args[0], cmd.ErrOrStderr())
+			rep, err := runStatus(ctx, cf, args[0], cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			if c.asJSON {
+			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			return printStatus(cmd.OutOrStdout(), rep)
 		},
 	}
-	c.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&followRun, "follow", false, "follow a running run as wmrl run does, until it ends (Ctrl-C detaches)")
 	cmd.Flags().DurationVar(&poll, "poll", time.Second, "how often to ask the run for its status (with --follow)")
 	return cmd
@@ -94,62 +95,56 @@ the object of wmrl run --json.
 
 // followStatus follows a running run from where it stands; a run that is
 // not running gets its status printed.
-func followStatus(cmd *cobra.Command, c *conn, run string, poll time.Duration) error {
+func followStatus(cmd *cobra.Command, c *connFlags, asJSON bool, run string, poll time.Duration) error {
 	ctx := cmd.Context()
-	st, err := c.open(ctx)
+	cs, err := c.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := c.dial(ctx, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer cs.Close()
+	tc, st := cs.tc, cs.st
 	now, err := statusOf(ctx, c, tc, st, run)
 	if err != nil {
 		return err
 	}
 	if now.Workflow != wfRunning {
-		if c.asJSON {
+		if asJSON {
 			return writeJSON(cmd.OutOrStdout(), now)
 		}
 		return printStatus(cmd.OutOrStdout(), now)
 	}
-	if !c.asJSON {
+	if !asJSON {
 		fmt.Fprintf(cmd.OutOrStdout(), "following run %s from step %d/%d\n", run, now.Step, now.Steps)
 	}
 	var temporalRunID string
 	if d, err := tc.DescribeWorkflowExecution(ctx, run, ""); err == nil {
 		temporalRunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	}
-	return follow(cmd, c, tc, st, temporalRunID, now.Status, false, poll)
+	return follow(cmd, c, asJSON, tc, st, temporalRunID, now.Status, false, poll)
 }
 
 // runStatus answers wmrl status: the query when the run's workflow runs,
 // else Postgres.
-func runStatus(ctx context.Context, c *conn, run string, stderr io.Writer) (statusReport, error) {
-	st, err := c.open(ctx)
+func runStatus(ctx context.Context, c *connFlags, run string, stderr io.Writer) (statusReport, error) {
+	cs, err := c.connectStore(ctx, stderr)
 	if err != nil {
 		return statusReport{}, err
 	}
-	defer st.Close()
-	tc, derr := c.dial(ctx, stderr)
-	if derr != nil {
-		rep, err := postgresStatus(ctx, st, nil, run, "")
+	defer cs.Close()
+	if cs.tc == nil {
+		rep, err := postgresStatus(ctx, cs.st, nil, run, "")
 		if err != nil {
 			return rep, err
 		}
 		rep.URL = c.runURL(run)
-		rep.Note = derr.Error()
+		rep.Note = cs.noTemporal.Error()
 		return rep, nil
 	}
-	defer tc.Close()
-	return statusOf(ctx, c, tc, st, run)
+	return statusOf(ctx, c, cs.tc, cs.st, run)
 }
 
 // statusOf is the status of a run given both clients.
-func statusOf(ctx context.Context, c *conn, tc client.Client, st *store.Store, run string) (statusReport, error) {
+func statusOf(ctx context.Context, c *connFlags, tc client.Client, st *store.Store, run string) (statusReport, error) {
 	wf, err := temporalState(ctx, tc, run)
 	if err != nil {
 		return statusReport{}, err

@@ -29,9 +29,9 @@ type terminateReport struct {
 	Terminated []string `json:"terminated"`
 }
 
-func newTerminateCmd() *cobra.Command {
+func newTerminateCmd(cf *connFlags) *cobra.Command {
 	var (
-		c      conn
+		asJSON bool
 		reason string
 	)
 	cmd := &cobra.Command{
@@ -45,7 +45,7 @@ that cannot go on and cannot be stopped (wmrl stop waits for the current step
 to finish). A run whose workflow already ended without completing (failed, or
 terminated by other means) while Postgres still says it runs is recorded as
 terminated. A completed or failed run is refused; terminating a terminated run again
-changes nothing. wmrl resume-from can continue a terminated run from its last
+changes nothing. wmrl continue can continue a terminated run from its last
 completed step.
 
 --reason is required. --json prints one object: run, reason, at, already,
@@ -59,7 +59,7 @@ terminated).`,
 				return fmt.Errorf("terminate %s: --reason is required: say why the run is ended (it is recorded with the run)", run)
 			}
 			ctx := cmd.Context()
-			st, err := c.open(ctx)
+			st, err := cf.open(ctx)
 			if err != nil {
 				return err
 			}
@@ -67,7 +67,7 @@ terminated).`,
 			if _, err := findRun(ctx, st, run); err != nil {
 				return err
 			}
-			tc, err := c.dial(ctx, cmd.ErrOrStderr())
+			tc, err := cf.dial(ctx, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ terminated).`,
 			if err != nil {
 				return err
 			}
-			if c.asJSON {
+			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			out := cmd.OutOrStdout()
@@ -92,9 +92,9 @@ terminated).`,
 			return err
 		},
 	}
-	c.register(cmd)
+	uses(cmd, groupTemporal, groupPostgres)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the run is terminated (required; recorded with the run)")
-	cmd.Flags().Lookup("ui-url").Hidden = true
 	return cmd
 }
 

@@ -38,7 +38,7 @@ func TestTerminateUnknownRun(t *testing.T) {
 	}
 }
 
-// fakeTemporal answers the calls terminate and resume-from make: status
+// fakeTemporal answers the calls terminate and continue make: status
 // is the state of workflow run (unknown when unspecified), children its
 // pending children; a workflow id ending in "step-gone" has ended already.
 type fakeTemporal struct {

@@ -22,9 +22,9 @@ type anchorsReport struct {
 	Ranges []worldmodel.StepRange `json:"ranges"`
 }
 
-func newWorldModelAnchorsCmd(options suiteOptionsFunc) *cobra.Command {
+func newWorldModelAnchorsCmd(cf *connFlags, options suiteOptionsFunc) *cobra.Command {
 	var (
-		c         conn
+		asJSON    bool
 		every     int
 		modelPath string
 	)
@@ -65,7 +65,7 @@ anchors (wmrl, mix, debias, denoise) have anchor groups.`,
 				model, name = m, modelPath
 			}
 			ctx := cmd.Context()
-			st, err := c.open(ctx)
+			st, err := cf.open(ctx)
 			if err != nil {
 				return err
 			}
@@ -117,16 +117,14 @@ anchors (wmrl, mix, debias, denoise) have anchor groups.`,
 				return err
 			}
 			rep := anchorsReport{Runs: runs, Model: name, Every: every, Ranges: ranges}
-			if c.asJSON {
+			if asJSON {
 				return writeSuiteJSON(cmd.OutOrStdout(), rep)
 			}
 			return writeAnchors(cmd.OutOrStdout(), rep)
 		},
 	}
-	c.register(cmd)
-	for _, f := range []string{"address", "namespace", "ui-url"} {
-		_ = cmd.Flags().MarkHidden(f) // only Postgres is read
-	}
+	uses(cmd, groupPostgres)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&every, "every", 10, "steps per range")
 	cmd.Flags().StringVar(&modelPath, "model", "", "re-score with this world-model artefact (default: the scores the runs recorded)")
 	return cmd

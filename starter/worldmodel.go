@@ -18,9 +18,11 @@ import (
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
-func newWorldModelCmd() *cobra.Command { return newWorldModelCmdWith(suite.DefaultOptions) }
+func newWorldModelCmd(cf *connFlags) *cobra.Command {
+	return newWorldModelCmdWith(cf, suite.DefaultOptions)
+}
 
-func newWorldModelCmdWith(options suiteOptionsFunc) *cobra.Command {
+func newWorldModelCmdWith(cf *connFlags, options suiteOptionsFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worldmodel",
 		Short: "Fit and evaluate the frozen world model of the built-in suite",
@@ -39,7 +41,7 @@ The stored model (embedded in wmrl) is rebuilt byte for byte by
 eval measures it on random programs of held-out tasks; anchors measures it on
 the programs training runs actually sampled (their anchor groups).`,
 	}
-	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(options))
+	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(cf, options))
 	return cmd
 }
 

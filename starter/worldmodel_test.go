@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
@@ -20,7 +21,7 @@ func runWorldModelCmd(t *testing.T, cache string, args ...string) (stdout string
 	t.Helper()
 	t.Setenv(suite.CacheEnv, cache)
 	root := &cobra.Command{Use: "wmrl", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newWorldModelCmdWith(smallSuiteOptions))
+	root.AddCommand(newWorldModelCmdWith(addConnFlags(root, deployenv.Read()), smallSuiteOptions))
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)

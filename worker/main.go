@@ -11,14 +11,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -39,91 +35,20 @@ import (
 	"github.com/wmrl/wmrl/workflows"
 )
 
-// options are the worker's settings, from flags with environment defaults.
-type options struct {
-	address, namespace string
-	databaseURL        string
-	dataDir            string
-	suiteSeed          uint64
-	sandboxKind        string
-	executor           string
-	worldModel         string
-	queues             []string
-	debug              bool
-}
-
-func parseFlags(args []string) (options, error) {
-	var o options
-	env := deployenv.Read()
-	fs := flag.NewFlagSet("wmrl-worker", flag.ContinueOnError)
-	fs.StringVar(&o.address, "address", env.Address, "Temporal frontend address ($TEMPORAL_ADDRESS)")
-	fs.StringVar(&o.namespace, "namespace", env.Namespace, "Temporal namespace ($TEMPORAL_NAMESPACE)")
-	fs.StringVar(&o.databaseURL, "database-url", env.DatabaseURL, "Postgres DSN ($WMRL_DATABASE_URL)")
-	fs.StringVar(&o.dataDir, "data-dir", env.DataDir,
-		"directory of checkpoints and fused batches, shared by all workers; each deployment's runs are under "+
-			"runs/<namespace>/<database>-<id> ($WMRL_DATA_DIR)")
-	seedText := fs.String("suite-seed", strconv.FormatUint(suite.DefaultSeed, 10), "suite seed to load at start (others load on first use)")
-	sandboxKind := os.Getenv("WMRL_SANDBOX")
-	if sandboxKind == "" {
-		sandboxKind = runconfig.SandboxAuto
-	}
-	fs.StringVar(&o.sandboxKind, "sandbox", sandboxKind,
-		"sandbox for real executions: docker, process or auto (docker when an engine answers) ($WMRL_SANDBOX)")
-	fs.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary, or on the PATH)")
-	fs.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
-	queues := fs.String("queues", strings.Join(workflows.QueueNames(), ","), "comma-separated task queues to serve")
-	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	var err error
-	if o.suiteSeed, err = strconv.ParseUint(*seedText, 10, 64); err != nil {
-		return o, fmt.Errorf("--suite-seed: %w", err)
-	}
-	switch o.sandboxKind {
-	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
-	default:
-		return o, fmt.Errorf("--sandbox: %q is not docker, process or auto", o.sandboxKind)
-	}
-	seen := map[string]bool{}
-	for _, q := range strings.Split(*queues, ",") {
-		q = strings.TrimSpace(q)
-		if _, err := workflows.Queue(q); err != nil {
-			return o, fmt.Errorf("--queues: %w", err)
-		}
-		if !seen[q] {
-			seen[q] = true
-			o.queues = append(o.queues, q)
-		}
-	}
-	return o, nil
-}
-
 func main() {
-	o, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "wmrl-worker:", err)
-		os.Exit(2)
-	}
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr, deployenv.Read(), serve))
+}
+
+// serve runs the worker with its options until SIGINT or SIGTERM.
+func serve(ctx context.Context, o options) error {
 	logger, err := newLogger(o.debug)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "wmrl-worker:", err)
-		os.Exit(1)
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer logger.Sync()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, logger); err != nil {
-		logger.Error("worker stopped", zap.Error(err))
-		logger.Sync()
-		os.Exit(1)
-	}
-	logger.Sync()
+	return run(ctx, o, logger)
 }
 
 func newLogger(debug bool) (*zap.Logger, error) {

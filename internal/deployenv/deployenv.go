@@ -2,7 +2,8 @@
 // wmrl deployment a process belongs to: where Temporal is
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE) and its Web UI (WMRL_UI_URL), the
 // Postgres database (WMRL_DATABASE_URL), the data directory of checkpoints
-// and fused batches (WMRL_DATA_DIR) and the suite cache (WMRL_CACHE). The
+// and fused batches (WMRL_DATA_DIR), the suite cache (WMRL_CACHE) and the
+// workers' sandbox (WMRL_SANDBOX). The
 // worker and the wmrl command take the defaults of their flags from Read.
 //
 // Several deployments may share one machine and one data directory; the
@@ -24,6 +25,7 @@ const (
 	EnvDatabaseURL = "WMRL_DATABASE_URL"
 	EnvDataDir     = "WMRL_DATA_DIR"
 	EnvCache       = "WMRL_CACHE"
+	EnvSandbox     = "WMRL_SANDBOX"
 )
 
 // Defaults: the local stack of deploy/.
@@ -32,6 +34,9 @@ const (
 	DefaultNamespace   = "default"
 	DefaultUIURL       = "http://127.0.0.1:8233"
 	DefaultDatabaseURL = "host=/var/run/postgresql user=postgres dbname=wmrl"
+	// DefaultSandbox is runconfig.SandboxAuto: Docker when an engine
+	// answers, else the process sandbox.
+	DefaultSandbox = "auto"
 )
 
 // Env is a deployment's settings, each from its variable or defaulted.
@@ -46,6 +51,9 @@ type Env struct {
 	// Cache is $WMRL_CACHE, else wmrl under the user's cache directory,
 	// else "" (unknown: set WMRL_CACHE).
 	Cache string
+	// Sandbox is the sandbox kind of a worker's real executions: docker,
+	// process or auto (checked by the worker).
+	Sandbox string
 }
 
 // Read returns the settings of the process's environment.
@@ -65,6 +73,7 @@ func read(getenv func(string) string) Env {
 		DatabaseURL: or(EnvDatabaseURL, DefaultDatabaseURL),
 		DataDir:     getenv(EnvDataDir),
 		Cache:       getenv(EnvCache),
+		Sandbox:     or(EnvSandbox, DefaultSandbox),
 	}
 	if e.DataDir == "" {
 		e.DataDir = defaultDataDir(getenv)

@@ -7,9 +7,9 @@ import (
 
 func TestRead(t *testing.T) {
 	set := map[string]string{EnvAddress: "temporal:7233", EnvNamespace: "lab", EnvUIURL: "http://ui", EnvDatabaseURL: "dbname=x",
-		EnvDataDir: "/data", EnvCache: "/cache"}
+		EnvDataDir: "/data", EnvCache: "/cache", EnvSandbox: "process"}
 	got := read(func(k string) string { return set[k] })
-	want := Env{Address: "temporal:7233", Namespace: "lab", UIURL: "http://ui", DatabaseURL: "dbname=x", DataDir: "/data", Cache: "/cache"}
+	want := Env{Address: "temporal:7233", Namespace: "lab", UIURL: "http://ui", DatabaseURL: "dbname=x", DataDir: "/data", Cache: "/cache", Sandbox: "process"}
 	if got != want {
 		t.Errorf("read = %+v, want %+v", got, want)
 	}
@@ -20,7 +20,7 @@ func TestRead(t *testing.T) {
 		return ""
 	})
 	if def.Address != DefaultAddress || def.Namespace != DefaultNamespace || def.UIURL != DefaultUIURL ||
-		def.DatabaseURL != DefaultDatabaseURL || def.DataDir != filepath.Join("/xdg", "wmrl") {
+		def.DatabaseURL != DefaultDatabaseURL || def.DataDir != filepath.Join("/xdg", "wmrl") || def.Sandbox != DefaultSandbox {
 		t.Errorf("defaults = %+v", def)
 	}
 }
