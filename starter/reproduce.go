@@ -357,10 +357,16 @@ func waitRun(ctx context.Context, o *benchOptions, tc client.Client, pr *progres
 	}
 }
 
-// benchHeader is the results' header: this command, now, this machine.
+// benchHeader is the results' header: this command, now, this machine. The
+// database URL's value is left out: it may hold a password, and results are
+// meant to be shared.
 func benchHeader(cmd *cobra.Command) reproduce.Header {
 	args := []string{cmd.CommandPath()}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "database-url" {
+			args = append(args, "--database-url=(not recorded)")
+			return
+		}
 		if f.Value.Type() == "bool" && f.Value.String() == "true" {
 			args = append(args, "--"+f.Name)
 			return

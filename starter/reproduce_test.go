@@ -225,3 +225,21 @@ func TestBenchReproduce(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchHeaderLeavesOutDatabaseURL: the results' header records the
+// command line but never the database URL, which may hold a password.
+func TestBenchHeaderLeavesOutDatabaseURL(t *testing.T) {
+	root := newRootCmd()
+	cmd, _, err := root.Find([]string{"bench", "reproduce"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.ParseFlags([]string{"--database-url", "host=db user=wmrl password=hunter2", "--seeds", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	h := benchHeader(cmd)
+	if strings.Contains(h.Command, "hunter2") || !strings.Contains(h.Command, "--seeds=2") ||
+		!strings.Contains(h.Command, "--database-url=(not recorded)") {
+		t.Fatalf("header command %q", h.Command)
+	}
+}
