@@ -69,7 +69,7 @@ type ResumeRunResponse struct {
 // have. Calling it again is a no-op that returns the same state.
 //
 // TrainingRun calls it when started with RunInput.ResumeFrom; it is the
-// only writer of a resumed run's first state: `wmrl resume-from` only
+// only writer of a resumed run's first state: `wmrl continue` only
 // checks and starts the workflow.
 func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
 	if err := req.Validate(); err != nil {

@@ -20,7 +20,7 @@
 // (after the current step) and the update "set-anchor-fraction". A run
 // started with RunInput.ResumeFrom copies another run's history up to its
 // last completed step (activity ResumeRun) and continues from there, as
-// `wmrl resume-from` starts it.
+// `wmrl continue` starts it.
 //
 // The code here must replay deterministically: no time.Now, no rand, no
 // native go statements, channels or selects (workflow.Go, workflow channels

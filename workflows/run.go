@@ -37,7 +37,7 @@ const (
 // carries the run's state across continue-as-new. ResumeFrom, on a start
 // (State nil), names a run whose history up to its last completed step the
 // new run copies and continues from (activity ResumeRun, the one writer of
-// the resumed run's state); `wmrl resume-from` starts the run this way.
+// the resumed run's state); `wmrl continue` starts the run this way.
 type RunInput struct {
 	RunID      string           `json:"run_id"`
 	Config     runconfig.Config `json:"config"`
