@@ -512,9 +512,23 @@ func (c Config) checks() []func() error {
 		func() error { return intIn("anchors.min", c.Anchors.Min, 0, c.Groups) },
 		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
 	}
-	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate)...)
-	checks = append(checks, section("denoise.", c.Denoise, Default().Denoise, func(d Denoise) error { return d.config().Validate() })...)
-	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() })...)
+	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate, []field[debias.Config]{
+		{"method", func(d *debias.Config, s debias.Config) { d.Method = s.Method }, nil},
+		{"bins", func(d *debias.Config, s debias.Config) { d.Bins = s.Bins }, nil},
+		{"min_pairs", func(d *debias.Config, s debias.Config) { d.MinPairs = s.MinPairs }, nil},
+		{"window", func(d *debias.Config, s debias.Config) { d.Window = s.Window }, nil},
+	})...)
+	checks = append(checks, section("denoise.", c.Denoise, Default().Denoise, func(d Denoise) error { return d.config().Validate() },
+		[]field[Denoise]{
+			{"half_life", func(d *Denoise, s Denoise) { d.HalfLife = s.HalfLife }, func(s Denoise) float64 { return s.HalfLife }},
+			{"warmup", func(d *Denoise, s Denoise) { d.Warmup = s.Warmup }, nil},
+			{"rho_max", func(d *Denoise, s Denoise) { d.RhoMax = s.RhoMax }, func(s Denoise) float64 { return s.RhoMax }},
+		})...)
+	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
+		[]field[Advantage]{
+			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},
+			{"eps", func(d *Advantage, s Advantage) { d.Eps = s.Eps }, func(s Advantage) float64 { return s.Eps }},
+		})...)
 	return append(checks, []func() error{
 		func() error {
 			if !finite(c.Policy.LearningRate) || c.Policy.LearningRate <= 0 || c.Policy.LearningRate > 1 {
@@ -575,26 +589,33 @@ func (c Config) checks() []func() error {
 	}...)
 }
 
+// field is one field of a section: its YAML name, how to copy it from one
+// section value to another, and, for a float, how to read it.
+type field[S any] struct {
+	name  string
+	copy  func(dst *S, src S)
+	float func(S) float64 // nil: not a float
+}
+
 // section returns one check per field of a section of the configuration
 // that its domain package validates (validate, the domain's Validate, which
-// reports the first invalid field as "name: message"). Each check sets one
-// field of s on def, a valid section, and validates that, so every invalid
-// field is reported, by its owner's rule, under its YAML path (prefix and
-// its yaml name) in place of the domain's name. A number that is not finite
-// is reported without asking the domain: a Config is carried as JSON, which
-// has no NaN or infinity.
-func section[S any](prefix string, s, def S, validate func(S) error) []func() error {
-	v, t := reflect.ValueOf(s), reflect.TypeOf(s)
-	checks := make([]func() error, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		path, f := prefix+name, v.Field(i)
+// reports the first invalid field as "name: message"). Each check copies
+// one field of s onto def, a valid section, and validates that, so every
+// invalid field is reported, by its owner's rule, under its YAML path
+// (prefix and its yaml name) in place of the domain's name. A number that
+// is not finite is reported without asking the domain: a Config is carried
+// as JSON, which has no NaN or infinity. (No reflection: workflows call
+// Validate, and workflowcheck refuses reflect.Value.Set.)
+func section[S any](prefix string, s, def S, validate func(S) error, fields []field[S]) []func() error {
+	checks := make([]func() error, len(fields))
+	for i, f := range fields {
+		path := prefix + f.name
 		checks[i] = func() error {
-			if f.Kind() == reflect.Float64 && !finite(f.Float()) {
-				return bad(path, "must be a finite number, got %v", f.Float())
+			if f.float != nil && !finite(f.float(s)) {
+				return bad(path, "must be a finite number, got %v", f.float(s))
 			}
 			one := def
-			reflect.ValueOf(&one).Elem().Field(i).Set(f)
+			f.copy(&one, s)
 			if err := validate(one); err != nil {
 				msg := err.Error()
 				if _, rest, ok := strings.Cut(msg, ": "); ok {

@@ -3,6 +3,7 @@ package runconfig
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -345,5 +346,34 @@ func TestParseReportsEveryDomainField(t *testing.T) {
 	c.Denoise.RhoMax = math.NaN()
 	if ps := c.Problems(); len(ps) != 1 || ps[0].Error() != "denoise.rho_max: must be a finite number, got NaN" {
 		t.Errorf("Problems() of a NaN rho_max = %v", ps)
+	}
+}
+
+// TestSectionsListEveryField: the validated sections name every field of
+// their types, so a new field cannot go unvalidated.
+func TestSectionsListEveryField(t *testing.T) {
+	c := Default()
+	for _, tt := range []struct {
+		prefix string
+		typ    reflect.Type
+	}{
+		{"debias.", reflect.TypeOf(c.Debias)},
+		{"denoise.", reflect.TypeOf(c.Denoise)},
+		{"advantage.", reflect.TypeOf(c.Advantage)},
+	} {
+		for i := range tt.typ.NumField() {
+			name, _, _ := strings.Cut(tt.typ.Field(i).Tag.Get("yaml"), ",")
+			bad := c
+			// A value each field's owner refuses: set through YAML.
+			doc := fmt.Sprintf("%s:\n  %s: %s\n", strings.TrimSuffix(tt.prefix, "."), name, map[reflect.Kind]string{
+				reflect.Float64: "-1", reflect.Int: "-1", reflect.String: "nope", reflect.Bool: "true"}[tt.typ.Field(i).Type.Kind()])
+			_, err := Parse(bad, []byte(doc))
+			if tt.typ.Field(i).Type.Kind() == reflect.Bool {
+				continue // every bool is valid
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.prefix+name) {
+				t.Errorf("%s%s: invalid value accepted or not named: %v", tt.prefix, name, err)
+			}
+		}
 	}
 }
