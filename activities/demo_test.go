@@ -1,0 +1,50 @@
+package activities
+
+import (
+	"os"
+	"testing"
+
+	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// TestDemoHashes runs the demo preset (wmrl, 10 steps of 8 groups of 8) on
+// the default suite by calling the activities directly in step order
+// (driveRun) and logs its checkpoint hashes; with WMRL_DEMO_WANT set, the
+// final one must start with it. It checks that a change to the method
+// leaves the demo's result unchanged. It takes minutes of CPU (the suite
+// from the cache, 160 executions in this process), so it runs only with
+// WMRL_DEMO_HASH=1.
+func TestDemoHashes(t *testing.T) {
+	if os.Getenv("WMRL_DEMO_HASH") != "1" {
+		t.Skip("set WMRL_DEMO_HASH=1 to run the demo preset in process")
+	}
+	cfg, err := runconfig.Preset("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Activities{Store: testenv.FreshStore(t), Suites: &SuiteCache{Load: suite.Load}, WorldModel: wm,
+		Sandbox: &testenv.InProcess{}, DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
+	hashes := driveRun(t, a, "demo", cfg)
+	for v, h := range hashes {
+		t.Logf("checkpoint %d: %s", v, h)
+	}
+	for s := range cfg.Steps {
+		f, err := a.Store.FusionState(t.Context(), "demo", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("step %d: denoise %+v, rho %g", s, f.State, f.Rho)
+	}
+	final := hashes[len(hashes)-1]
+	if want := os.Getenv("WMRL_DEMO_WANT"); want != "" && (len(final) < len(want) || final[:len(want)] != want) {
+		t.Errorf("final checkpoint %s, want %s...", final, want)
+	}
+}
