@@ -32,6 +32,7 @@ func TestDemoHashes(t *testing.T) {
 	}
 	a := &Activities{Store: testenv.FreshStore(t), Suites: &SuiteCache{Load: suite.Load}, WorldModel: wm,
 		Sandbox: &testenv.InProcess{}, DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
+	t.Logf("mode %s, denoise %+v", cfg.Mode, cfg.DenoiseConfig())
 	hashes := driveRun(t, a, "demo", cfg)
 	for v, h := range hashes {
 		t.Logf("checkpoint %d: %s", v, h)

@@ -9,11 +9,26 @@ import (
 // is degenerate and skipped.
 const MinVarY = 1e-9
 
-// CalFloor is the smallest η̂²_cal used as a denominator. A world model that
-// agreed exactly with every warm-up group freezes η̂²_cal = 0; ρ then uses
-// this floor instead, so it stays finite (and large as soon as any
-// disagreement appears, up to ρ_max when set).
+// CalFloor is the smallest η̂²_cal ever used as a denominator, whatever
+// Config.Eta2Floor says: a numerical guard that keeps ρ finite when the
+// world model agreed exactly with every warm-up group (η̂²_cal = 0).
 const CalFloor = 1e-12
+
+// DefaultEta2Floor is the default Config.Eta2Floor (runconfig.Default):
+// ρ treats a warm-up disagreement below 1% of the real scores' within-group
+// variance as 1%.
+//
+// s² is a normalised residual variance: 0 when the world model reproduces
+// a group's deviations exactly, 1 for a constant world model, about 2 for
+// one independent of the real scores with the same spread. 0.01 is the
+// level where the world model explains 99% of the within-group variance;
+// scores with a residual standard deviation of 3% of the reward range give
+// about 0.02 in groups of 8. Below it the warm-up says "as good as we can
+// tell", and the floor keeps ρ from reading a later, still tiny,
+// disagreement as a collapse: with the floor, ρ = 2 when η̂² reaches 0.01
+// and ρ_max = 10 when it reaches 0.09, instead of ρ_max after any
+// disagreement at all.
+const DefaultEta2Floor = 0.01
 
 // GroupS2 returns the relative disagreement s² of one anchor group with
 // calibrated world-model scores d and real scores y:
@@ -67,6 +82,12 @@ type Config struct {
 	WarmUp int `json:"warm_up"`
 	// RhoMax caps ρ; 0 means no cap, otherwise it must be at least 1.
 	RhoMax float64 `json:"rho_max"`
+	// Eta2Floor is the smallest η̂²_cal ρ divides by (DefaultEta2Floor in
+	// runconfig.Default): a world model that agreed (nearly) exactly with
+	// the warm-up groups is taken to be as noisy as the floor, not
+	// infinitely precise. 0 means no floor but CalFloor, the behaviour
+	// before the field existed, so it is left out of the JSON when 0.
+	Eta2Floor float64 `json:"eta2_floor,omitempty"`
 }
 
 // Validate reports the first invalid field.
@@ -79,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if math.IsNaN(c.RhoMax) || (c.RhoMax != 0 && c.RhoMax < 1) {
 		return fmt.Errorf("rho_max: %v, want 0 (no cap) or at least 1", c.RhoMax)
+	}
+	if !finite(c.Eta2Floor) || c.Eta2Floor < 0 {
+		return fmt.Errorf("eta2_floor: %v, want a finite number at least 0 (0: no floor)", c.Eta2Floor)
 	}
 	return nil
 }
@@ -138,13 +162,14 @@ func (s *State) Observe(cfg Config, d, y []float64) bool {
 }
 
 // Rho returns the anchor weight ρ: exactly 1 before warm-up, then
-// 1 + η̂²/max(η̂²_cal, CalFloor), capped at cfg.RhoMax when that is set.
-// It is never below 1.
+// 1 + η̂²/max(η̂²_cal, cfg.Eta2Floor, CalFloor), capped at cfg.RhoMax when
+// that is set. It is never below 1. The state keeps η̂²_cal as measured; the
+// floor applies only here.
 func (s State) Rho(cfg Config) float64 {
 	if !s.Calibrated {
 		return 1
 	}
-	rho := 1 + s.Eta2/max(s.Eta2Cal, CalFloor)
+	rho := 1 + s.Eta2/max(s.Eta2Cal, cfg.Eta2Floor, CalFloor)
 	if cfg.RhoMax > 0 && rho > cfg.RhoMax {
 		rho = cfg.RhoMax
 	}

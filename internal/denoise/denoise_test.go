@@ -102,6 +102,10 @@ func TestConfigValidate(t *testing.T) {
 		{name: "cap below one", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: 0.5}, wantField: "rho_max"},
 		{name: "negative cap", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: -1}, wantField: "rho_max"},
 		{name: "NaN cap", give: Config{HalfLife: 50, WarmUp: 20, RhoMax: math.NaN()}, wantField: "rho_max"},
+		{name: "floor", give: Config{HalfLife: 50, WarmUp: 20, Eta2Floor: DefaultEta2Floor}},
+		{name: "negative floor", give: Config{HalfLife: 50, WarmUp: 20, Eta2Floor: -1e-3}, wantField: "eta2_floor"},
+		{name: "infinite floor", give: Config{HalfLife: 50, WarmUp: 20, Eta2Floor: math.Inf(1)}, wantField: "eta2_floor"},
+		{name: "NaN floor", give: Config{HalfLife: 50, WarmUp: 20, Eta2Floor: math.NaN()}, wantField: "eta2_floor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,6 +188,9 @@ func TestRhoProperties(t *testing.T) {
 		if rapid.Bool().Draw(t, "capped") {
 			cfg.RhoMax = rapid.Float64Range(1, 20).Draw(t, "rhoMax")
 		}
+		if rapid.Bool().Draw(t, "floored") {
+			cfg.Eta2Floor = rapid.Float64Range(0, 0.1).Draw(t, "eta2Floor")
+		}
 		s2s := rapid.SliceOfN(rapid.Float64Range(0, 10), 0, 60).Draw(t, "s2")
 		var s State
 		for i, v := range s2s {
@@ -218,6 +225,17 @@ func TestRhoProperties(t *testing.T) {
 		if a.Eta2Cal > 0 && b.Rho(uncapped) <= a.Rho(uncapped) {
 			t.Fatalf("uncapped rho did not rise: %v then %v", a.Rho(uncapped), b.Rho(uncapped))
 		}
+		// The floor only ever lowers ρ, and leaves it alone when η̂²_cal is
+		// above it.
+		unfloored := cfg
+		unfloored.Eta2Floor = 0
+		if b.Rho(cfg) > b.Rho(unfloored) {
+			t.Fatalf("rho %v with floor %v above rho %v without", b.Rho(cfg), cfg.Eta2Floor, b.Rho(unfloored))
+		}
+		if b.Eta2Cal >= cfg.Eta2Floor && b.Rho(cfg) != b.Rho(unfloored) {
+			t.Fatalf("floor %v below eta2_cal %v changed rho from %v to %v", cfg.Eta2Floor, b.Eta2Cal,
+				b.Rho(unfloored), b.Rho(cfg))
+		}
 	})
 }
 
@@ -238,6 +256,81 @@ func TestRhoZeroCalibration(t *testing.T) {
 	cfg.RhoMax = 50
 	if got := s.Rho(cfg); got != 50 {
 		t.Errorf("capped rho = %v, want 50", got)
+	}
+}
+
+func TestRhoFloorAfterExactWarmUp(t *testing.T) {
+	// The case a diagnosis found: the warm-up anchor groups agreed with the
+	// calibrated world model up to rounding (η̂²_cal = 6.8e-33), and the
+	// tiny disagreement of a (near) perfect world model afterwards sent ρ to
+	// its cap for the rest of the run. With the floor, a perfect world
+	// model keeps ρ near 1; an imperfect one still drives it up.
+	r := rand.New(rand.NewPCG(5, 6))
+	floored := Config{HalfLife: 8, WarmUp: 4, RhoMax: 10, Eta2Floor: DefaultEta2Floor}
+	unfloored := floored
+	unfloored.Eta2Floor = 0
+	var s State
+	for s.Groups < floored.WarmUp {
+		d, y := noisyGroup(r, 8, false, 0)
+		if !s.Observe(floored, d, y) {
+			t.Fatal("an exactly agreeing group was not pushed")
+		}
+		s.Push(floored, 6.8e-33) // rounding in the map
+	}
+	if !s.Calibrated || s.Eta2Cal > 1e-30 {
+		t.Fatalf("after an exact warm-up: %+v, want calibrated with eta2_cal about 0", s)
+	}
+	// Exact agreement, then residual sd 0.001 (0.1% of the reward range,
+	// s² about 2e-5): perfect as far as anchors can tell.
+	perfect := s
+	for i := range 40 {
+		sd := 0.0
+		if i%2 == 1 {
+			sd = 0.001
+		}
+		d, y := noisyGroup(r, 8, false, sd)
+		perfect.Observe(floored, d, y)
+	}
+	if got := perfect.Rho(floored); got > 1.01 {
+		t.Errorf("perfect world model after an exact warm-up, with the floor: rho = %v, want about 1", got)
+	}
+	if got := perfect.Rho(unfloored); got != unfloored.RhoMax {
+		t.Errorf("the same without the floor: rho = %v, want the cap %v (the behaviour the floor fixes)", got, unfloored.RhoMax)
+	}
+	// Residual sd 0.01 on U(0,1) scores: s² about 0.002, still a very good
+	// world model, and ρ stays well below the cap.
+	good := s
+	for range 40 {
+		d, y := noisyGroup(r, 8, false, 0.01)
+		good.Observe(floored, d, y)
+	}
+	if got := good.Rho(floored); got < 1.05 || got > 2 {
+		t.Errorf("a world model with residual sd 0.01 after an exact warm-up: rho = %v, want in [1.05, 2]", got)
+	}
+	// Pure noise: s² about 2, ρ at the cap.
+	noisy := s
+	for range 40 {
+		d, y := noisyGroup(r, 8, true, 0)
+		noisy.Observe(floored, d, y)
+	}
+	if got := noisy.Rho(floored); got != floored.RhoMax {
+		t.Errorf("a world model that became noise: rho = %v, want the cap %v", got, floored.RhoMax)
+	}
+	t.Logf("eta2_cal %.2g; rho perfect %.6f (eta2 %.2g), sd 0.01 %.3f (eta2 %.4f), noise %.1f (eta2 %.3f)",
+		s.Eta2Cal, perfect.Rho(floored), perfect.Eta2, good.Rho(floored), good.Eta2, noisy.Rho(floored), noisy.Eta2)
+}
+
+func TestConfigJSONOmitsZeroFloor(t *testing.T) {
+	b, err := json.Marshal(Config{HalfLife: 8, WarmUp: 4, RhoMax: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"half_life":8,"warm_up":4,"rho_max":10}`; string(b) != want {
+		t.Errorf("JSON = %s, want %s (as before eta2_floor existed)", b, want)
+	}
+	b, err = json.Marshal(Config{HalfLife: 8, WarmUp: 4, RhoMax: 10, Eta2Floor: 0.01})
+	if err != nil || !strings.HasSuffix(string(b), `"eta2_floor":0.01}`) {
+		t.Errorf("JSON = %s, %v, want eta2_floor", b, err)
 	}
 }
 

@@ -15,7 +15,12 @@
 // groups the current η̂² is frozen as the calibration level η̂²_cal, and from
 // then on
 //
-//	ρ = 1 + η̂²/η̂²_cal   (optionally capped at ρ_max; ρ = 1 before warm-up)
+//	ρ = 1 + η̂²/max(η̂²_cal, floor)   (optionally capped at ρ_max; ρ = 1 before warm-up)
+//
+// The floor (Config.Eta2Floor, DefaultEta2Floor = 0.01 in new runs) keeps a
+// warm-up in which the world model agreed exactly with the anchors from
+// freezing a calibration level of about 0, after which any disagreement at
+// all would send ρ to its cap.
 //
 // so ρ is about 2 while the world model stays as noisy as during warm-up and
 // grows as it gets worse. Note what the frozen calibration implies: ρ

@@ -83,6 +83,10 @@ type Denoise struct {
 	HalfLife float64 `yaml:"half_life" json:"half_life"`
 	Warmup   int     `yaml:"warmup" json:"warmup"`
 	RhoMax   float64 `yaml:"rho_max" json:"rho_max"`
+	// Eta2Floor is the smallest η̂²_cal ρ divides by (denoise.Config);
+	// omitted from the JSON when 0 (no floor), so the configurations of runs
+	// made before it existed encode as they did.
+	Eta2Floor float64 `yaml:"eta2_floor" json:"eta2_floor,omitempty"`
 }
 
 // Advantage configures the GRPO advantages: the fields of advantage.Config
@@ -178,7 +182,7 @@ func (c Config) DebiasConfig() debias.Config { return c.Debias }
 func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
 
 func (d Denoise) config() denoise.Config {
-	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax}
+	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded
@@ -523,6 +527,7 @@ func (c Config) checks() []func() error {
 			{"half_life", func(d *Denoise, s Denoise) { d.HalfLife = s.HalfLife }, func(s Denoise) float64 { return s.HalfLife }},
 			{"warmup", func(d *Denoise, s Denoise) { d.Warmup = s.Warmup }, nil},
 			{"rho_max", func(d *Denoise, s Denoise) { d.RhoMax = s.RhoMax }, func(s Denoise) float64 { return s.RhoMax }},
+			{"eta2_floor", func(d *Denoise, s Denoise) { d.Eta2Floor = s.Eta2Floor }, func(s Denoise) float64 { return s.Eta2Floor }},
 		})...)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{

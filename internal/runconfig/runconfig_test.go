@@ -1,10 +1,13 @@
 package runconfig
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
 )
 
@@ -111,6 +115,7 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Denoise.HalfLife = 0 }, "denoise.half_life:"},
 		{func(c *Config) { c.Denoise.Warmup = 0 }, "denoise.warmup:"},
 		{func(c *Config) { c.Denoise.RhoMax = 0.5 }, "denoise.rho_max:"},
+		{func(c *Config) { c.Denoise.Eta2Floor = -0.01 }, "denoise.eta2_floor:"},
 		{func(c *Config) { c.Advantage.Eps = 0 }, "advantage.eps:"},
 		{func(c *Config) { c.Policy.LearningRate = 0 }, "policy.learning_rate:"},
 		{func(c *Config) { c.Policy.KLCoef = -1 }, "policy.kl_coef:"},
@@ -375,5 +380,38 @@ func TestSectionsListEveryField(t *testing.T) {
 				t.Errorf("%s%s: invalid value accepted or not named: %v", tt.prefix, name, err)
 			}
 		}
+	}
+}
+
+// TestEta2FloorOldConfigs: the configuration of a run made before
+// denoise.eta2_floor existed (every recorded workflow input) has no such
+// field; it decodes to 0, the old behaviour (no floor but the 1e-12 guard),
+// and encodes again to the same bytes. New presets carry the default floor.
+func TestEta2FloorOldConfigs(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "golden", "preset-demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := bytes.Replace(golden, []byte(",\n    \"eta2_floor\": 0.01"), nil, 1)
+	if bytes.Equal(old, golden) || bytes.Contains(old, []byte("eta2_floor")) {
+		t.Fatalf("golden demo preset without its floor line:\n%s", old)
+	}
+	var c Config
+	if err := json.Unmarshal(old, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Denoise.Eta2Floor != 0 || c.DenoiseConfig().Eta2Floor != 0 {
+		t.Errorf("old config decodes to floor %v", c.Denoise.Eta2Floor)
+	}
+	again, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(again, '\n'), old) {
+		t.Errorf("old config encodes to\n%s\nwant\n%s", again, old)
+	}
+	demo, _ := Preset("demo")
+	if demo.DenoiseConfig().Eta2Floor != denoise.DefaultEta2Floor {
+		t.Errorf("demo preset floor %v, want the default %v", demo.DenoiseConfig().Eta2Floor, denoise.DefaultEta2Floor)
 	}
 }
