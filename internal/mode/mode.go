@@ -10,7 +10,7 @@ import (
 // from Parse, a constant, or JSON/text decoding (which validates).
 type Mode string
 
-// The six modes.
+// The seven modes.
 const (
 	GRPO    Mode = "grpo"
 	WM      Mode = "wm"
@@ -18,6 +18,9 @@ const (
 	Mix     Mode = "mix"
 	Debias  Mode = "debias"
 	Denoise Mode = "denoise"
+	// Anchor is the control of wmrl: GRPO on its anchor groups alone, at
+	// the same number of executions, without the world model.
+	Anchor Mode = "anchor"
 )
 
 var (
@@ -26,14 +29,14 @@ var (
 	_ encoding.TextUnmarshaler = (*Mode)(nil)
 )
 
-// All returns the six modes in a fixed order.
+// All returns the seven modes in a fixed order.
 func All() []Mode {
-	return []Mode{GRPO, WM, WMRL, Mix, Debias, Denoise}
+	return []Mode{GRPO, WM, WMRL, Mix, Debias, Denoise, Anchor}
 }
 
 // Names returns the names of All's modes, in its order.
 func Names() []string {
-	names := make([]string, 0, 6)
+	names := make([]string, 0, 7)
 	for _, m := range All() {
 		names = append(names, string(m))
 	}
@@ -52,10 +55,10 @@ func Parse(s string) (Mode, error) {
 	return m, nil
 }
 
-// Validate reports whether m is one of the six modes.
+// Validate reports whether m is one of the seven modes.
 func (m Mode) Validate() error {
 	switch m {
-	case GRPO, WM, WMRL, Mix, Debias, Denoise:
+	case GRPO, WM, WMRL, Mix, Debias, Denoise, Anchor:
 		return nil
 	}
 	return fmt.Errorf("unknown mode %q (valid: %s)", string(m), validList())
@@ -100,6 +103,10 @@ type Pieces struct {
 	Debias bool `json:"debias"`
 	// Denoise: anchor trajectories are weighted by ρ in the fused update.
 	Denoise bool `json:"denoise"`
+	// AnchorsOnly: only the anchor groups are trained on; the other groups
+	// are sampled but neither scored nor executed, and left out of the
+	// update (excluded, not ungraded).
+	AnchorsOnly bool `json:"anchors_only,omitempty"`
 }
 
 // Pieces returns the pieces m switches on. It panics on an invalid mode, a
@@ -118,6 +125,8 @@ func (m Mode) Pieces() Pieces {
 		return Pieces{WorldModel: true, Anchors: true, Debias: true}
 	case Denoise:
 		return Pieces{WorldModel: true, Anchors: true, Denoise: true}
+	case Anchor:
+		return Pieces{Anchors: true, AnchorsOnly: true}
 	}
 	panic("mode: Pieces of " + m.Validate().Error())
 }

@@ -18,6 +18,8 @@ func TestParse(t *testing.T) {
 		{give: "mix", want: Mix},
 		{give: "debias", want: Debias},
 		{give: "denoise", want: Denoise},
+		{give: "anchor", want: Anchor},
+		{give: "anchors", wantErr: true},
 		{give: "", wantErr: true},
 		{give: "WMRL", wantErr: true},
 		{give: " wmrl", wantErr: true},
@@ -30,7 +32,7 @@ func TestParse(t *testing.T) {
 				t.Errorf("Parse(%q) = %q, want an error", tt.give, got)
 				continue
 			}
-			if !strings.Contains(err.Error(), "grpo, wm, wmrl, mix, debias, denoise") {
+			if !strings.Contains(err.Error(), "grpo, wm, wmrl, mix, debias, denoise, anchor") {
 				t.Errorf("Parse(%q) error %q does not list the modes", tt.give, err)
 			}
 			continue
@@ -52,6 +54,7 @@ func TestPieces(t *testing.T) {
 		{give: Mix, want: Pieces{WorldModel: true, Anchors: true}},
 		{give: Debias, want: Pieces{WorldModel: true, Anchors: true, Debias: true}},
 		{give: Denoise, want: Pieces{WorldModel: true, Anchors: true, Denoise: true}},
+		{give: Anchor, want: Pieces{Anchors: true, AnchorsOnly: true}},
 	}
 	if len(tests) != len(All()) {
 		t.Fatalf("table covers %d modes, All has %d", len(tests), len(All()))
@@ -64,20 +67,33 @@ func TestPieces(t *testing.T) {
 }
 
 func TestPiecesConsistent(t *testing.T) {
-	// Structural rules every mode obeys: exactly one reward source for
-	// non-anchor groups, corrections need anchors, anchors need a world model.
+	// Structural rules every mode obeys: exactly one fate for non-anchor
+	// groups (executed, scored by the world model, or left out), corrections
+	// need anchors and a world model, anchors need a world model unless they
+	// are all that is trained on.
 	for _, m := range All() {
 		p := m.Pieces()
-		if p.ExecuteAll == p.WorldModel {
-			t.Errorf("%s: ExecuteAll %v and WorldModel %v, want exactly one", m, p.ExecuteAll, p.WorldModel)
+		if n := btoi(p.ExecuteAll) + btoi(p.WorldModel) + btoi(p.AnchorsOnly); n != 1 {
+			t.Errorf("%s: ExecuteAll %v, WorldModel %v, AnchorsOnly %v, want exactly one", m, p.ExecuteAll,
+				p.WorldModel, p.AnchorsOnly)
 		}
-		if (p.Debias || p.Denoise) && !p.Anchors {
-			t.Errorf("%s: a correction without anchors", m)
+		if (p.Debias || p.Denoise) && (!p.Anchors || !p.WorldModel) {
+			t.Errorf("%s: a correction without anchors and a world model", m)
 		}
-		if p.Anchors && !p.WorldModel {
+		if p.Anchors && !p.WorldModel && !p.AnchorsOnly {
 			t.Errorf("%s: anchors without a world model", m)
 		}
+		if p.AnchorsOnly && !p.Anchors {
+			t.Errorf("%s: anchors only, without anchors", m)
+		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func TestPiecesPanicsOnInvalid(t *testing.T) {
@@ -146,5 +162,20 @@ func TestNames(t *testing.T) {
 		if names[i] != string(m) {
 			t.Errorf("name %d = %q, want %q", i, names[i], m)
 		}
+	}
+}
+
+func TestPiecesJSON(t *testing.T) {
+	// anchors_only is left out when false, so the pieces of the six older
+	// modes encode as they did before it existed.
+	b, err := json.Marshal(WMRL.Pieces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"world_model":true,"anchors":true,"execute_all":false,"debias":true,"denoise":true}`; string(b) != want {
+		t.Errorf("wmrl pieces %s, want %s", b, want)
+	}
+	if b, _ := json.Marshal(Anchor.Pieces()); !strings.Contains(string(b), `"anchors_only":true`) {
+		t.Errorf("anchor pieces %s, want anchors_only", b)
 	}
 }

@@ -25,7 +25,7 @@ import (
 type Config struct {
 	// Name labels the run (search attribute WmrlRunName).
 	Name string `yaml:"name" json:"name"`
-	// Mode is one of the six training modes.
+	// Mode is one of the seven training modes.
 	Mode mode.Mode `yaml:"mode" json:"mode"`
 	// Seed drives every random choice of the run: initial policy, samples,
 	// anchor groups, task choice.
@@ -513,7 +513,15 @@ func (c Config) checks() []func() error {
 			}
 			return nil
 		},
-		func() error { return intIn("anchors.min", c.Anchors.Min, 0, c.Groups) },
+		func() error {
+			// The anchor mode trains on its anchor groups alone: a step
+			// without one would have nothing to train on.
+			if c.Mode == mode.Anchor && c.Anchors.Min < 1 {
+				return bad("anchors.min", "must be at least 1 in mode %s (it trains on the anchor groups only), got %d",
+					c.Mode, c.Anchors.Min)
+			}
+			return intIn("anchors.min", c.Anchors.Min, 0, c.Groups)
+		},
 		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
 	}
 	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate, []field[debias.Config]{

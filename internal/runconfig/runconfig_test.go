@@ -31,6 +31,12 @@ func TestPresetsValid(t *testing.T) {
 		if c.Name != name {
 			t.Errorf("preset %s has name %q", name, c.Name)
 		}
+		for _, m := range mode.All() {
+			c.Mode = m
+			if err := c.Validate(); err != nil {
+				t.Errorf("preset %s in mode %s invalid: %v", name, m, err)
+			}
+		}
 	}
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default invalid: %v", err)
@@ -116,6 +122,7 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Denoise.Warmup = 0 }, "denoise.warmup:"},
 		{func(c *Config) { c.Denoise.RhoMax = 0.5 }, "denoise.rho_max:"},
 		{func(c *Config) { c.Denoise.Eta2Floor = -0.01 }, "denoise.eta2_floor:"},
+		{func(c *Config) { c.Mode, c.Anchors.Min = mode.Anchor, 0 }, "anchors.min:"},
 		{func(c *Config) { c.Advantage.Eps = 0 }, "advantage.eps:"},
 		{func(c *Config) { c.Policy.LearningRate = 0 }, "policy.learning_rate:"},
 		{func(c *Config) { c.Policy.KLCoef = -1 }, "policy.kl_coef:"},
