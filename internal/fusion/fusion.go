@@ -26,10 +26,13 @@ type Trajectory struct {
 
 // Stats summarises a fused batch.
 type Stats struct {
-	Trajectories  int     `json:"trajectories"`
-	Executed      int     `json:"executed"`
-	Graded        int     `json:"graded"`
-	Ungraded      int     `json:"ungraded"`
+	Trajectories int `json:"trajectories"`
+	Executed     int `json:"executed"`
+	Graded       int `json:"graded"`
+	Ungraded     int `json:"ungraded"`
+	// Excluded counts the trajectories left out of the update by the mode
+	// (the non-anchor groups in anchor): neither scored nor ungraded.
+	Excluded      int     `json:"excluded,omitempty"`
 	SkippedGroups int     `json:"skipped_groups"`
 	S2Groups      int     `json:"s2_groups"` // anchor groups pushed into the denoiser
 	MeanReward    float64 `json:"mean_reward"`
@@ -42,12 +45,15 @@ type Stats struct {
 // GRPO advantage and its normalised fusion weight w_i/Σw, so that the update
 // direction is Σ Weight·Advantage·∇log π.
 type BatchItem struct {
-	Group     int     `json:"group"`
-	Sample    int     `json:"sample"`
-	TaskID    string  `json:"task_id"`
-	Program   string  `json:"program"`
-	Anchor    bool    `json:"anchor"` // scored by real execution and weighted by ρ
-	Graded    bool    `json:"graded"`
+	Group   int    `json:"group"`
+	Sample  int    `json:"sample"`
+	TaskID  string `json:"task_id"`
+	Program string `json:"program"`
+	Anchor  bool   `json:"anchor"` // scored by real execution and weighted by ρ
+	Graded  bool   `json:"graded"`
+	// Excluded: the mode leaves the trajectory out (a non-anchor group in
+	// anchor); it has no reward, advantage or weight.
+	Excluded  bool    `json:"excluded,omitempty"`
 	Reward    float64 `json:"reward"`
 	Advantage float64 `json:"advantage"`
 	Weight    float64 `json:"weight"`
@@ -69,7 +75,10 @@ type Batch struct {
 // before the step. It returns the batch (without Run and Step), the
 // denoiser's state after the step and a summary. Ungraded trajectories (no
 // execution result where one is needed) get advantage 0 and weight 0: they
-// are excluded, never scored 0.
+// are excluded, never scored 0. In a mode that trains on its anchor groups
+// only, the other groups' trajectories are excluded the same way, marked
+// Excluded and counted apart (not ungraded, not skipped groups); the anchor
+// groups' advantages and weights are then those of GRPO on them alone.
 func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoise.State,
 	dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
 	pc := md.Pieces()
@@ -77,6 +86,7 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 		_, ok := slices.BinarySearch(anchors, g)
 		return pc.Anchors && ok
 	}
+	excluded := func(g int) bool { return pc.AnchorsOnly && !isAnchor(g) }
 	wmOf := func(t Trajectory) float64 {
 		if pc.Debias {
 			return m.Apply(*t.WM)
@@ -89,6 +99,12 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 	var sumEnv, sumWM, sumReward float64
 	for i, t := range ts {
 		it := BatchItem{Group: t.Group, Sample: t.Sample, TaskID: t.TaskID, Program: t.Program, Anchor: isAnchor(t.Group)}
+		if excluded(t.Group) {
+			it.Excluded = true
+			stats.Excluded++
+			items[i] = it
+			continue
+		}
 		if t.Env != nil {
 			nEnv++
 			sumEnv += *t.Env
@@ -157,6 +173,9 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 	}
 
 	for _, g := range groups {
+		if excluded(g.group) {
+			continue
+		}
 		rewards := make([]float64, g.hi-g.lo)
 		graded := make([]bool, g.hi-g.lo)
 		for j := range rewards {
@@ -191,9 +210,10 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 
 // Examples turns a fused batch into the policy's update examples, in batch
 // order; card returns a task's card vector. Items of weight 0 (ungraded)
-// are left out. When nothing in the step was graded every item enters with
-// advantage 0 and weight 1: a zero-gradient step that still advances the
-// policy's step. The tokens are those of each program's canonical text.
+// are left out. When nothing in the step was graded every item the mode did
+// not exclude enters with advantage 0 and weight 1: a zero-gradient step
+// that still advances the policy's step. The tokens are those of each
+// program's canonical text.
 func Examples(b Batch, card func(taskID string) ([]float64, error)) ([]policy.Example, error) {
 	var total float64
 	for _, it := range b.Items {
@@ -202,7 +222,7 @@ func Examples(b Batch, card func(taskID string) ([]float64, error)) ([]policy.Ex
 	var out []policy.Example
 	for _, it := range b.Items {
 		w, adv := it.Weight, it.Advantage
-		if total == 0 {
+		if total == 0 && !it.Excluded {
 			w, adv = 1, 0
 		}
 		if w == 0 {

@@ -115,6 +115,95 @@ func TestStepDenoiseUsesCalibratedScores(t *testing.T) {
 	}
 }
 
+func TestStepAnchorOnly(t *testing.T) {
+	// Four groups of three; anchors 0 and 2 are executed (one execution of
+	// group 2 without a result), groups 1 and 3 are neither scored nor
+	// executed, as the anchor mode leaves them (group 3's stray world-model
+	// score must not make it count).
+	traj := func(g, s int, wm, env *float64) Trajectory {
+		return Trajectory{Group: g, Sample: s, TaskID: "t", Program: "p", WM: wm, Env: env}
+	}
+	ts := []Trajectory{
+		traj(0, 0, nil, fp(0.6)), traj(0, 1, nil, fp(0.9)), traj(0, 2, nil, fp(0.5)),
+		traj(1, 0, nil, nil), traj(1, 1, nil, nil), traj(1, 2, nil, nil),
+		traj(2, 0, nil, fp(0.1)), traj(2, 1, nil, nil), traj(2, 2, nil, fp(0.7)),
+		traj(3, 0, fp(0.4), nil), traj(3, 1, nil, nil), traj(3, 2, nil, nil),
+	}
+	anchors := []int{0, 2}
+	dcfg := denoise.Config{HalfLife: 4, WarmUp: 1}
+	st0 := denoise.State{Eta2: 0.3, Groups: 7, Eta2Cal: 0.2, Calibrated: true}
+	b, st, stats := Step(ts, mode.Anchor, anchors, isotonic.Map{X: []float64{0, 1}, Y: []float64{0.5, 0.5}}, st0, dcfg,
+		advantage.Default())
+	if b.Rho != 1 || st != st0 {
+		t.Errorf("rho %v, state %+v: want 1 and the state unchanged", b.Rho, st)
+	}
+	want := Stats{Trajectories: 12, Executed: 5, Graded: 5, Ungraded: 1, Excluded: 6, SkippedGroups: 0,
+		MeanReward: (0.6 + 0.9 + 0.5 + 0.1 + 0.7) / 5, MeanEnv: (0.6 + 0.9 + 0.5 + 0.1 + 0.7) / 5, AnchorShare: 1}
+	if !near(stats.MeanReward, want.MeanReward) || !near(stats.MeanEnv, want.MeanEnv) {
+		t.Errorf("stats %+v, want %+v", stats, want)
+	}
+	stats.MeanReward, stats.MeanEnv = want.MeanReward, want.MeanEnv
+	if stats != want {
+		t.Errorf("stats %+v, want %+v", stats, want)
+	}
+	for i, it := range b.Items {
+		out := it.Group == 1 || it.Group == 3
+		if it.Excluded != out || it.Anchor == out {
+			t.Errorf("item %d: %+v, want excluded %v, anchor %v", i, it, out, !out)
+		}
+		if out && (it.Graded || it.Reward != 0 || it.Advantage != 0 || it.Weight != 0) {
+			t.Errorf("item %d: excluded with %+v", i, it)
+		}
+	}
+
+	// The anchor groups fuse exactly as grpo on those groups alone: the
+	// same rewards, advantages and weights.
+	var only []Trajectory
+	for _, tr := range ts {
+		if tr.Group == 0 || tr.Group == 2 {
+			only = append(only, tr)
+		}
+	}
+	g, _, gstats := Step(only, mode.GRPO, nil, isotonic.Map{}, denoise.State{}, dcfg, advantage.Default())
+	var k int
+	for _, it := range b.Items {
+		if it.Excluded {
+			continue
+		}
+		want := g.Items[k]
+		want.Anchor = true
+		if it != want {
+			t.Errorf("anchor item %d/%d: %+v, grpo on the anchor groups %+v", it.Group, it.Sample, it, want)
+		}
+		k++
+	}
+	if gstats.Graded != stats.Graded || gstats.Ungraded != stats.Ungraded || gstats.SkippedGroups != stats.SkippedGroups {
+		t.Errorf("stats %+v, grpo on the anchor groups %+v", stats, gstats)
+	}
+
+	// The update leaves the excluded trajectories out, also when nothing
+	// was graded.
+	card := func(string) ([]float64, error) { return []float64{1}, nil }
+	for i := range b.Items {
+		b.Items[i].Program = "mean"
+	}
+	ex, err := Examples(b, card)
+	if err != nil || len(ex) != 5 {
+		t.Errorf("Examples: %d examples, %v; want the 5 graded anchor trajectories", len(ex), err)
+	}
+	for i := range ts {
+		ts[i].Env = nil
+	}
+	none, _, _ := Step(ts, mode.Anchor, anchors, isotonic.Map{}, st0, dcfg, advantage.Default())
+	for i := range none.Items {
+		none.Items[i].Program = "mean"
+	}
+	ex, err = Examples(none, card)
+	if err != nil || len(ex) != 6 {
+		t.Errorf("Examples with nothing graded: %d examples, %v; want the 6 anchor trajectories at weight 1", len(ex), err)
+	}
+}
+
 func TestStepNothingGraded(t *testing.T) {
 	ts := fuseFixture()
 	for i := range ts {
