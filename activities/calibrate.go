@@ -32,7 +32,8 @@ func (r RecordAnchorsRequest) Validate() error {
 
 // RecordAnchorsResponse counts the anchor pairs of the step.
 type RecordAnchorsResponse struct {
-	// Pairs is the number of anchor trajectories with both scores; New how
+	// Pairs is the number of anchor trajectories with both scores (none in
+	// the anchor mode, which scores nothing by the world model); New how
 	// many of them were not stored before; Ungraded the anchor trajectories
 	// without an execution result (excluded, never scored 0).
 	Pairs    int `json:"pairs"`
@@ -66,9 +67,12 @@ func (a *Activities) RecordAnchors(ctx context.Context, req RecordAnchorsRequest
 		if _, ok := slices.BinarySearch(req.Groups, t.Group); !ok {
 			continue
 		}
-		if t.Exec == nil || t.WMScore == nil {
+		if t.Exec == nil {
 			resp.Ungraded++
 			continue
+		}
+		if t.WMScore == nil {
+			continue // the anchor mode: no world model, no pair
 		}
 		pairs = append(pairs, store.AnchorPair{Key: t.Key, WM: *t.WMScore, Env: t.Exec.Score})
 	}

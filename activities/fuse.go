@@ -58,7 +58,8 @@ type FuseStats = fusion.Stats
 
 // Fuse computes the step's rewards per mode (r_env for executed trajectories
 // in grpo and in anchor groups, r_wm otherwise, through the step's map when
-// the mode debiases), pushes each anchor group's s² into the denoiser when
+// the mode debiases; in the anchor mode the other groups are left out),
+// pushes each anchor group's s² into the denoiser when
 // the mode denoises, takes ρ, the GRPO advantages and the per-trajectory
 // weights (fusion.Step), stores the batch and the denoiser's state, and
 // returns the new state. It is deterministic, so a retry stores the same

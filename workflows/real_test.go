@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/internal/worldmodel"
@@ -61,7 +64,7 @@ func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, i
 }
 
 func TestRealRun(t *testing.T) {
-	for _, m := range []mode.Mode{mode.WMRL, mode.GRPO, mode.WM} {
+	for _, m := range []mode.Mode{mode.WMRL, mode.GRPO, mode.WM, mode.Anchor} {
 		t.Run(string(m), func(t *testing.T) {
 			st := testenv.FreshStore(t)
 			sb := &testenv.InProcess{}
@@ -78,8 +81,9 @@ func TestRealRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			G, n := cfg.Groups, cfg.Samples
-			wantExec := map[mode.Mode]int{mode.GRPO: cfg.Steps * G * n, mode.WM: 0, mode.WMRL: cfg.Steps * 1 * n}[m]
-			wantPairs := map[mode.Mode]int{mode.GRPO: 0, mode.WM: 0, mode.WMRL: wantExec}[m]
+			wantExec := map[mode.Mode]int{mode.GRPO: cfg.Steps * G * n, mode.WM: 0, mode.WMRL: cfg.Steps * 1 * n,
+				mode.Anchor: cfg.Steps * 1 * n}[m]
+			wantPairs := map[mode.Mode]int{mode.GRPO: 0, mode.WM: 0, mode.WMRL: wantExec, mode.Anchor: 0}[m]
 			if c.Steps != cfg.Steps || c.Trajectories != cfg.Steps*G*n || c.Executed != wantExec ||
 				c.AnchorPairs != wantPairs || c.Checkpoints != cfg.Steps+1 || c.Evaluations != cfg.Eval.Tasks*cfg.Eval.Samples {
 				t.Fatalf("counts %+v (executed want %d, pairs want %d)", c, wantExec, wantPairs)
@@ -100,6 +104,87 @@ func TestRealRun(t *testing.T) {
 				t.Fatalf("final checkpoint %+v, result says %+v", cps[len(cps)-1], res.Checkpoint)
 			}
 		})
+	}
+}
+
+// TestRealRunAnchor runs wmrl and its control, the anchor mode, on the same
+// seed: the anchor run executes exactly wmrl's anchor trajectories (the same
+// groups and samples at every step, so the same number of executions),
+// scores nothing by the world model, and trains on its anchor groups alone.
+func TestRealRunAnchor(t *testing.T) {
+	st := testenv.FreshStore(t)
+	ctx := t.Context()
+	sbs := map[mode.Mode]*testenv.InProcess{}
+	cfgs := map[mode.Mode]runconfig.Config{}
+	for _, m := range []mode.Mode{mode.WMRL, mode.Anchor} {
+		sbs[m] = &testenv.InProcess{}
+		cfg := tiny(t, m)
+		cfg.SuiteSeed = testenv.SuiteSeed
+		cfg.Eval.Tasks = 1
+		cfgs[m] = cfg
+		runToEnd(t, realActivities(t, st, sbs[m], t.TempDir()), RunInput{RunID: "ctl-" + string(m), Config: cfg})
+	}
+	cfg := cfgs[mode.Anchor]
+	G, n := cfg.Groups, cfg.Samples
+	held := cfg.Eval.Tasks * cfg.Eval.Samples
+	if a, w := sbs[mode.Anchor].Runs()-held, sbs[mode.WMRL].Runs()-held; a != w || a != cfg.Steps*1*n {
+		t.Errorf("training executions: anchor %d, wmrl %d, want both %d", a, w, cfg.Steps*n)
+	}
+	executed := func(ts []store.Trajectory) (keys []string, scored int) {
+		for _, tr := range ts {
+			if tr.Exec != nil {
+				keys = append(keys, fmt.Sprintf("%d/%d anchor=%v", tr.Group, tr.Sample, tr.Anchor))
+			}
+			if tr.WMScore != nil {
+				scored++
+			}
+		}
+		return keys, scored
+	}
+	var wmScores int
+	var gradNorm float64
+	for step := range cfg.Steps {
+		var keys [2][]string
+		for i, m := range []mode.Mode{mode.WMRL, mode.Anchor} {
+			ts, err := st.StepTrajectories(ctx, "ctl-"+string(m), step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != G*n {
+				t.Fatalf("%s step %d: %d trajectories, want %d", m, step, len(ts), G*n)
+			}
+			var scored int
+			keys[i], scored = executed(ts)
+			if m == mode.Anchor {
+				wmScores += scored
+			}
+		}
+		if !slices.Equal(keys[0], keys[1]) || len(keys[1]) != n {
+			t.Errorf("step %d: executed wmrl %v, anchor %v", step, keys[0], keys[1])
+		}
+		steps, err := st.Steps(ctx, "ctl-anchor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := steps[step].Metrics; m.Executed != n || m.Graded != n || m.Ungraded != 0 || m.SkippedGroups != 0 ||
+			m.MeanWM != 0 || m.Rho != 1 || m.AnchorShare != 1 {
+			t.Errorf("step %d metrics %+v", step, m)
+		}
+		gradNorm += steps[step].Metrics.GradNorm
+	}
+	if gradNorm == 0 {
+		t.Error("the anchor run never moved the policy: grad_norm 0 at every step")
+	}
+	if wmScores != 0 {
+		t.Errorf("the anchor run has %d world-model scores, want 0", wmScores)
+	}
+	c, err := st.Count(ctx, "ctl-anchor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Executed != cfg.Steps*n || c.Anchors != cfg.Steps*n || c.AnchorPairs != 0 || c.Calibrations != 0 ||
+		c.Checkpoints != cfg.Steps+1 {
+		t.Errorf("anchor run counts %+v", c)
 	}
 }
 

@@ -28,6 +28,28 @@ func tiny(t *testing.T, m mode.Mode) runconfig.Config {
 }
 
 func TestStepModes(t *testing.T) {
+	// What each mode runs besides Generate, spelled out rather than derived
+	// from its pieces: world-model scores, executions (all groups, the
+	// anchor groups or none), a calibration map.
+	type calls struct {
+		wm        bool
+		exec      string // "all", "anchors", ""
+		calibrate bool
+	}
+	explicit := map[mode.Mode]calls{
+		mode.GRPO:    {exec: "all"},
+		mode.WM:      {wm: true},
+		mode.WMRL:    {wm: true, exec: "anchors", calibrate: true},
+		mode.Mix:     {wm: true, exec: "anchors"},
+		mode.Debias:  {wm: true, exec: "anchors", calibrate: true},
+		mode.Denoise: {wm: true, exec: "anchors"},
+		// The control: wmrl's anchor groups executed, nothing scored by the
+		// world model.
+		mode.Anchor: {exec: "anchors"},
+	}
+	if len(explicit) != len(mode.All()) {
+		t.Fatalf("the table covers %d modes, mode.All has %d", len(explicit), len(mode.All()))
+	}
 	var s testsuite.WorkflowTestSuite
 	for _, m := range mode.All() {
 		t.Run(string(m), func(t *testing.T) {
@@ -97,6 +119,13 @@ func TestStepModes(t *testing.T) {
 			}
 			if len(f.fuses) != 1 || f.fuses[0].Mode != m || !slices.Equal(f.fuses[0].Anchors, res.Anchors) {
 				t.Errorf("fuse requests %+v", f.fuses)
+			}
+			e := explicit[m]
+			wantExecKind := map[string][]int{"all": {0, 1, 2, 3}, "anchors": want, "": nil}[e.exec]
+			if (f.n("ScoreWorldModel") > 0) != e.wm || (f.n("Calibrate") > 0) != e.calibrate ||
+				!slices.Equal(f.executedGroups(3), wantExecKind) {
+				t.Errorf("world model %d calls, calibrate %d, executed groups %v; want %+v (anchors %v)",
+					f.n("ScoreWorldModel"), f.n("Calibrate"), f.executedGroups(3), e, want)
 			}
 		})
 	}
