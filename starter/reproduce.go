@@ -57,8 +57,8 @@ func newReproduceCmd(cf *connFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reproduce [--preset small|full] [--seeds N] [--out DIR] [--json]",
 		Short: "Reproduce the paper's table: every mode, the same steps and seeds, through Temporal, Postgres and the sandbox",
-		Long: `reproduce runs the modes grpo, wm, wmrl, mix, debias and denoise, each for
-seeds 1..N, with the same configuration (the benchmark preset: ` + strings.Join(runconfig.BenchPresetNames(), ", ") + `;
+		Long: `reproduce runs the modes grpo, wm, wmrl, mix, debias, denoise and anchor,
+each for seeds 1..N, with the same configuration (the benchmark preset: ` + strings.Join(runconfig.BenchPresetNames(), ", ") + `;
 tiny is for tests), as durable runs on Temporal served by the running
 wmrl-worker processes, one run after another so that every run has the same
 workers. Then it reads the runs from Postgres and writes to --out:
@@ -69,8 +69,9 @@ workers. Then it reads the runs from Postgres and writes to --out:
                 cost apart, world-model calls, wall seconds, final rho, bias
                 removed, anchor fraction)
   results.md    the table (execution cost, held-out score mean ± sd over seeds,
-                cost reduction versus grpo), the ablation table and the goals,
-                each marked met or missed from the numbers
+                cost reduction versus grpo), the ablation table and the goals
+                (among them wmrl above anchor, its control at the same
+                executions), each marked met or missed from the numbers
   *.png         held-out score versus step and versus sandbox CPU-seconds for
                 every mode; rho and bias over the steps of wmrl
 

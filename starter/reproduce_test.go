@@ -24,14 +24,18 @@ func TestBenchPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plan) != 12 || base.Steps != 5 {
+	nm := len(mode.All())
+	if len(plan) != 2*nm || base.Steps != 5 {
 		t.Fatalf("%d runs, %d steps", len(plan), base.Steps)
 	}
 	if r := plan[2]; r.ID != "b1-wmrl-s1" || r.Mode != mode.WMRL || r.Seed != 1 || r.Cfg.Name != r.ID || r.Cfg.Seed != 1 || r.Cfg.Steps != 5 {
 		t.Errorf("run 2: %+v", r)
 	}
-	if r := plan[6]; r.ID != "b1-grpo-s2" {
-		t.Errorf("run 6: %s", r.ID)
+	if r := plan[nm-1]; r.ID != "b1-anchor-s1" || r.Cfg.Mode != mode.Anchor || r.Cfg.Anchors != plan[2].Cfg.Anchors {
+		t.Errorf("run %d: %+v, want anchor with wmrl's anchors", nm-1, r)
+	}
+	if r := plan[nm]; r.ID != "b1-grpo-s2" {
+		t.Errorf("run %d: %s", nm, r.ID)
 	}
 	def, _, err := benchPlan("small", "", 1, 0, nil, nil)
 	if err != nil {
@@ -102,7 +106,7 @@ func benchStack(t *testing.T) (*store.Store, []string) {
 // the real stack and checks its bookkeeping against the database: the
 // executions of each mode are the trajectories graded by real execution
 // (all of them in grpo, the anchor groups' in the anchor modes, none in
-// wm), held-out evaluation is counted apart, and running the command again
+// wm; no world-model call in grpo and anchor), held-out evaluation is counted apart, and running the command again
 // collects the finished runs instead of starting them over.
 func TestBenchReproduce(t *testing.T) {
 	st, flags := benchStack(t)
@@ -193,8 +197,8 @@ func TestBenchReproduce(t *testing.T) {
 				t.Errorf("%s: %d executions, %d anchor groups of %d, %d executed anchors", r.Mode, r.Executions, anchorGroups, n, anchorExecuted)
 			}
 		}
-		if r.Mode != mode.GRPO && r.WMCalls != cfg.Steps*G*n {
-			t.Errorf("%s: %d wm calls, want %d", r.Mode, r.WMCalls, cfg.Steps*G*n)
+		if want := map[bool]int{true: cfg.Steps * G * n}[r.Mode.Pieces().WorldModel]; r.WMCalls != want {
+			t.Errorf("%s: %d wm calls, want %d", r.Mode, r.WMCalls, want)
 		}
 	}
 	for _, f := range []string{reproduce.FileMarkdown, reproduce.PlotHeldOutByStep, reproduce.PlotWMRLRho} {

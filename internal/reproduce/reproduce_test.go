@@ -137,7 +137,7 @@ func TestTotalsRefuses(t *testing.T) {
 	}
 }
 
-// input makes a benchmark of the six modes over seeds 1..3 whose final
+// input makes a benchmark of the seven modes over seeds 1..3 whose final
 // held-out scores are given per mode (the same for every seed plus a small
 // seed-dependent offset) and whose executions per step are given per mode.
 func input(scores map[mode.Mode]float64, execs map[mode.Mode]int) Input {
@@ -154,7 +154,8 @@ func input(scores map[mode.Mode]float64, execs map[mode.Mode]int) Input {
 }
 
 func execsPaper() map[mode.Mode]int {
-	return map[mode.Mode]int{mode.GRPO: 32, mode.WM: 0, mode.WMRL: 8, mode.Mix: 8, mode.Debias: 8, mode.Denoise: 8}
+	return map[mode.Mode]int{mode.GRPO: 32, mode.WM: 0, mode.WMRL: 8, mode.Mix: 8, mode.Debias: 8, mode.Denoise: 8,
+		mode.Anchor: 8}
 }
 
 func goalStatus(s Summary) map[string]GoalStatus {
@@ -166,7 +167,8 @@ func goalStatus(s Summary) map[string]GoalStatus {
 }
 
 func TestGoals(t *testing.T) {
-	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55}
+	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55,
+		mode.Anchor: 0.52}
 	tests := []struct {
 		name   string
 		scores map[mode.Mode]float64
@@ -174,16 +176,23 @@ func TestGoals(t *testing.T) {
 		want   map[string]GoalStatus
 	}{
 		{name: "all met", scores: paper, execs: execsPaper(), want: map[string]GoalStatus{
-			GoalQuality: GoalMet, GoalCost: GoalMet, GoalWMBelow: GoalMet, GoalOverMix: GoalMet}},
+			GoalQuality: GoalMet, GoalCost: GoalMet, GoalWMBelow: GoalMet, GoalOverMix: GoalMet, GoalOverAnchor: GoalMet}},
 		{name: "within one sd below grpo is met", execs: execsPaper(),
-			scores: map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.4, mode.WMRL: 0.595, mode.Mix: 0.5},
-			want:   map[string]GoalStatus{GoalQuality: GoalMet, GoalCost: GoalMet, GoalWMBelow: GoalMet, GoalOverMix: GoalMet}},
-		{name: "quality missed, wm above grpo, wmrl below mix", execs: execsPaper(),
-			scores: map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.65, mode.WMRL: 0.50, mode.Mix: 0.55},
-			want:   map[string]GoalStatus{GoalQuality: GoalMissed, GoalCost: GoalMet, GoalWMBelow: GoalMissed, GoalOverMix: GoalMissed}},
+			scores: map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.4, mode.WMRL: 0.595, mode.Mix: 0.5, mode.Anchor: 0.5},
+			want: map[string]GoalStatus{GoalQuality: GoalMet, GoalCost: GoalMet, GoalWMBelow: GoalMet, GoalOverMix: GoalMet,
+				GoalOverAnchor: GoalMet}},
+		{name: "quality missed, wm above grpo, wmrl below mix and anchor", execs: execsPaper(),
+			scores: map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.65, mode.WMRL: 0.50, mode.Mix: 0.55, mode.Anchor: 0.56},
+			want: map[string]GoalStatus{GoalQuality: GoalMissed, GoalCost: GoalMet, GoalWMBelow: GoalMissed, GoalOverMix: GoalMissed,
+				GoalOverAnchor: GoalMissed}},
+		{name: "the world model does not pay: anchor equals wmrl", execs: execsPaper(),
+			scores: map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.4, mode.WMRL: 0.62, mode.Mix: 0.5, mode.Anchor: 0.62},
+			want: map[string]GoalStatus{GoalQuality: GoalMet, GoalCost: GoalMet, GoalWMBelow: GoalMet, GoalOverMix: GoalMet,
+				GoalOverAnchor: GoalMissed}},
 		{name: "cost missed", scores: paper,
-			execs: map[mode.Mode]int{mode.GRPO: 32, mode.WMRL: 12, mode.Mix: 8, mode.Debias: 8, mode.Denoise: 8},
-			want:  map[string]GoalStatus{GoalQuality: GoalMet, GoalCost: GoalMissed, GoalWMBelow: GoalMet, GoalOverMix: GoalMet}},
+			execs: map[mode.Mode]int{mode.GRPO: 32, mode.WMRL: 12, mode.Mix: 8, mode.Debias: 8, mode.Denoise: 8, mode.Anchor: 12},
+			want: map[string]GoalStatus{GoalQuality: GoalMet, GoalCost: GoalMissed, GoalWMBelow: GoalMet, GoalOverMix: GoalMet,
+				GoalOverAnchor: GoalMet}},
 	}
 	for _, tt := range tests {
 		res, err := Build(input(tt.scores, tt.execs))
@@ -210,8 +219,24 @@ func TestGoals(t *testing.T) {
 	}
 	s := Summarise(res)
 	st := goalStatus(s)
-	if st[GoalQuality] != GoalNoData || st[GoalCost] != GoalNoData || st[GoalWMBelow] != GoalNoData || st[GoalOverMix] != GoalMet {
+	if st[GoalQuality] != GoalNoData || st[GoalCost] != GoalNoData || st[GoalWMBelow] != GoalNoData || st[GoalOverMix] != GoalMet ||
+		st[GoalOverAnchor] != GoalMet {
 		t.Errorf("without grpo: %v", st)
+	}
+	// Without the anchor runs the new goal has no data.
+	in = input(paper, execsPaper())
+	kept = nil
+	for _, r := range in.Records {
+		if r.Mode != mode.Anchor {
+			kept = append(kept, r)
+		}
+	}
+	in.Records = kept
+	if res, err = Build(in); err != nil {
+		t.Fatal(err)
+	}
+	if st := goalStatus(Summarise(res)); st[GoalOverAnchor] != GoalNoData || st[GoalQuality] != GoalMet {
+		t.Errorf("without anchor: %v", st)
 	}
 	if w, _ := s.Mode(mode.WMRL); !math.IsNaN(w.CostReduction) {
 		t.Errorf("cost reduction without grpo = %v", w.CostReduction)
@@ -219,7 +244,8 @@ func TestGoals(t *testing.T) {
 }
 
 func TestSummarise(t *testing.T) {
-	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55}
+	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55,
+		mode.Anchor: 0.52}
 	res, err := Build(input(paper, execsPaper()))
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +276,8 @@ func TestSummarise(t *testing.T) {
 }
 
 func TestWriteAll(t *testing.T) {
-	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55}
+	paper := map[mode.Mode]float64{mode.GRPO: 0.60, mode.WM: 0.40, mode.WMRL: 0.62, mode.Mix: 0.50, mode.Debias: 0.58, mode.Denoise: 0.55,
+		mode.Anchor: 0.52}
 	in := input(paper, execsPaper())
 	in.Notes = []string{"mix seed 4 failed: left out"}
 	in.Header.Config = "denoise:\n  rho_max: 100\n"
@@ -290,8 +317,8 @@ func TestWriteAll(t *testing.T) {
 	if err := json.Unmarshal(top["runs"], &runs); err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 18 {
-		t.Fatalf("%d runs, want 18", len(runs))
+	if len(runs) != 21 {
+		t.Fatalf("%d runs, want 21", len(runs))
 	}
 	wantRunKeys := []string{"anchor_fraction", "bias_removed", "eval_cpu_seconds", "eval_executions", "executions",
 		"final_rho", "heldout_score", "mode", "sandbox_cpu_seconds", "sandbox_wall_seconds", "seed", "wall_seconds", "wm_calls"}
@@ -312,7 +339,8 @@ func TestWriteAll(t *testing.T) {
 	for _, s := range []string{"`wmrl bench reproduce --seeds 3`", "2026-11-29T20:00:00Z", "2 cores, 8.0 GiB",
 		"| grpo | 64.0 ± 0.0 | 128 | 0.6000 ± 0.0100 | 1.00× |", "| wmrl | 16.0 ± 0.0 | 32 | 0.6200 ± 0.0100 | 4.00× |",
 		"| wm | 0.0 ± 0.0 | 0 | 0.4000 ± 0.0100 | ∞× |", "| debias | yes | no | 0.5800 ± 0.0100 | +0.0800 |",
-		"**met**: " + GoalQuality, "**met**: " + GoalOverMix, "![heldout_vs_step](heldout_vs_step.png)",
+		"| anchor | 16.0 ± 0.0 | 32 | 0.5200 ± 0.0100 | 4.00× |",
+		"**met**: " + GoalQuality, "**met**: " + GoalOverMix, "**met**: " + GoalOverAnchor + " (wmrl 0.6200 ± 0.0100 vs anchor 0.5200 ± 0.0100, at 32 and 32 executions)", "![heldout_vs_step](heldout_vs_step.png)",
 		"## Notes\n\n- mix seed 4 failed: left out\n",
 		"- configuration laid over the preset for every run:\n\n```yaml\ndenoise:\n  rho_max: 100\n```\n"} {
 		if !strings.Contains(string(md), s) {

@@ -157,6 +157,9 @@ const (
 	GoalCost    = "wmrl sandbox CPU-seconds <= 1/3 of grpo's"
 	GoalWMBelow = "wm held-out score below grpo's"
 	GoalOverMix = "wmrl held-out score above mix's"
+	// GoalOverAnchor: the world model pays. anchor is GRPO on wmrl's anchor
+	// groups alone, at the same executions; wmrl must beat it.
+	GoalOverAnchor = "wmrl held-out score above anchor's, at the same executions"
 )
 
 func status(ok bool) GoalStatus {
@@ -174,6 +177,7 @@ func goals(s Summary) []Goal {
 	wmrl, hasW := s.Mode(mode.WMRL)
 	wm, hasWM := s.Mode(mode.WM)
 	mix, hasMix := s.Mode(mode.Mix)
+	anc, hasAnc := s.Mode(mode.Anchor)
 	noData := func(name string, missing ...mode.Mode) Goal {
 		return Goal{Name: name, Status: GoalNoData, Detail: fmt.Sprintf("needs runs of %v", missing)}
 	}
@@ -203,6 +207,14 @@ func goals(s Summary) []Goal {
 				wmrl.HeldOut.Mean, wmrl.HeldOut.SD, mix.HeldOut.Mean, mix.HeldOut.SD)})
 	} else {
 		out = append(out, noData(GoalOverMix, mode.WMRL, mode.Mix))
+	}
+	if hasW && hasAnc {
+		out = append(out, Goal{Name: GoalOverAnchor, Status: status(wmrl.HeldOut.Mean > anc.HeldOut.Mean),
+			Detail: fmt.Sprintf("wmrl %.4f ± %.4f vs anchor %.4f ± %.4f, at %.0f and %.0f executions",
+				wmrl.HeldOut.Mean, wmrl.HeldOut.SD, anc.HeldOut.Mean, anc.HeldOut.SD, wmrl.Executions.Mean,
+				anc.Executions.Mean)})
+	} else {
+		out = append(out, noData(GoalOverAnchor, mode.WMRL, mode.Anchor))
 	}
 	return out
 }
