@@ -49,7 +49,8 @@ wmrl worldmodel eval measures the model on random programs; this measures it
 where training used it, and it falls as the policy specialises. --model PATH
 re-scores the same programs with another artefact instead of the recorded
 scores, to ask whether it would have ranked them better. Only modes with
-anchors (wmrl, mix, debias, denoise) have anchor groups.`,
+anchors scored by the world model (wmrl, mix, debias, denoise) have them;
+the anchor mode executes its anchor groups but scores nothing.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, runs []string) error {
 			if err := intIn("every", every, 1, maxStep); err != nil {
