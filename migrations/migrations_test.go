@@ -18,8 +18,9 @@ func TestAllEmbedded(t *testing.T) {
 	}
 	for i, m := range ms {
 		sum := sha256.Sum256([]byte(m.SQL))
-		if m.Version != i+1 || m.Checksum != hex.EncodeToString(sum[:]) || !strings.Contains(m.SQL, "CREATE TABLE") {
-			t.Errorf("migration %d = {%d %s %s}, want version %d and the SHA-256 of its text", i, m.Version, m.Name, m.Checksum, i+1)
+		if m.Version != i+1 || m.Checksum != hex.EncodeToString(sum[:]) || strings.TrimSpace(m.SQL) == "" {
+			t.Errorf("migration %d = {%d %s %s}, want version %d, some SQL and the SHA-256 of its text", i, m.Version, m.Name,
+				m.Checksum, i+1)
 		}
 	}
 }
