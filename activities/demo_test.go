@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -14,7 +15,8 @@ import (
 // TestDemoHashes runs the demo preset (wmrl, 10 steps of 8 groups of 8) on
 // the default suite by calling the activities directly in step order
 // (driveRun) and logs its checkpoint hashes; with WMRL_DEMO_WANT set, the
-// final one must start with it. It checks that a change to the method
+// final one must start with it; WMRL_DEMO_MODE runs another mode on the
+// same preset. It checks that a change to the method
 // leaves the demo's result unchanged. It takes minutes of CPU (the suite
 // from the cache, 160 executions in this process), so it runs only with
 // WMRL_DEMO_HASH=1.
@@ -25,6 +27,11 @@ func TestDemoHashes(t *testing.T) {
 	cfg, err := runconfig.Preset("demo")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m := os.Getenv("WMRL_DEMO_MODE"); m != "" {
+		if cfg.Mode, err = mode.Parse(m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wm, err := worldmodel.Default()
 	if err != nil {
@@ -44,6 +51,11 @@ func TestDemoHashes(t *testing.T) {
 		}
 		t.Logf("step %d: denoise %+v, rho %g", s, f.State, f.Rho)
 	}
+	c, err := a.Store.Count(t.Context(), "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts %+v", c)
 	final := hashes[len(hashes)-1]
 	if want := os.Getenv("WMRL_DEMO_WANT"); want != "" && (len(final) < len(want) || final[:len(want)] != want) {
 		t.Errorf("final checkpoint %s, want %s...", final, want)
