@@ -2,6 +2,7 @@ package activities
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/deployenv"
@@ -15,8 +16,9 @@ import (
 // TestDemoHashes runs the demo preset (wmrl, 10 steps of 8 groups of 8) on
 // the default suite by calling the activities directly in step order
 // (driveRun) and logs its checkpoint hashes; with WMRL_DEMO_WANT set, the
-// final one must start with it; WMRL_DEMO_MODE runs another mode on the
-// same preset. It checks that a change to the method
+// final one must start with it; WMRL_DEMO_MODE runs another mode,
+// WMRL_DEMO_BENCH a benchmark preset instead (e.g. small), WMRL_DEMO_SEED
+// another run seed, WMRL_DEMO_FLOOR another denoise.eta2_floor. It checks that a change to the method
 // leaves the demo's result unchanged. It takes minutes of CPU (the suite
 // from the cache, 160 executions in this process), so it runs only with
 // WMRL_DEMO_HASH=1.
@@ -25,8 +27,21 @@ func TestDemoHashes(t *testing.T) {
 		t.Skip("set WMRL_DEMO_HASH=1 to run the demo preset in process")
 	}
 	cfg, err := runconfig.Preset("demo")
+	if b := os.Getenv("WMRL_DEMO_BENCH"); b != "" {
+		cfg, err = runconfig.BenchPreset(b)
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v := os.Getenv("WMRL_DEMO_SEED"); v != "" {
+		if cfg.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := os.Getenv("WMRL_DEMO_FLOOR"); f != "" {
+		if cfg.Denoise.Eta2Floor, err = strconv.ParseFloat(f, 64); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if m := os.Getenv("WMRL_DEMO_MODE"); m != "" {
 		if cfg.Mode, err = mode.Parse(m); err != nil {
