@@ -69,9 +69,12 @@ workers. Then it reads the runs from Postgres and writes to --out:
                 cost apart, world-model calls, wall seconds, final rho, bias
                 removed, anchor fraction)
   results.md    the table (execution cost, held-out score mean ± sd over seeds,
-                cost reduction versus grpo), the ablation table and the goals
-                (among them wmrl above anchor, its control at the same
-                executions), each marked met or missed from the numbers
+                cost reduction versus grpo), the held-out differences paired by
+                seed (mean ± standard error), the ablation table and the goals
+                (wmrl within one standard error of grpo's score at <= 1/3 of
+                its CPU; wmrl above anchor, its control at the same executions,
+                by more than one standard error; ...), each marked met or
+                missed from the numbers
   *.png         held-out score versus step and versus sandbox CPU-seconds for
                 every mode; rho and bias over the steps of wmrl
 
@@ -95,7 +98,7 @@ the table.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.preset, "preset", "small", "benchmark preset: "+strings.Join(runconfig.BenchPresetNames(), ", "))
-	f.IntVar(&o.seeds, "seeds", 3, "number of seeds per mode (seeds 1..N)")
+	f.IntVar(&o.seeds, "seeds", 5, "number of seeds per mode (seeds 1..N); goals read differences paired by seed")
 	f.StringVar(&o.out, "out", "docs/results", "directory of the results")
 	f.StringVar(&o.id, "id", "", "benchmark id, the prefix of its run ids (default bench-<preset>)")
 	f.IntVar(&o.steps, "steps", 0, "training steps per run (default: the preset's)")

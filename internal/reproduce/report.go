@@ -94,6 +94,16 @@ func Markdown(w io.Writer, res Results, s Summary, notes, plots []string) error 
 		return err
 	}
 
+	if len(s.Pairs) > 0 {
+		b.WriteString("\n## Paired by seed\n\n")
+		b.WriteString("Held-out score of the first mode minus the second's, per seed, then the mean of the\n")
+		b.WriteString("differences ± its standard error (sd of the differences / √n).\n\n")
+		b.WriteString("| difference | mean ± SE | seeds |\n|---|---:|---:|\n")
+		for _, d := range s.Pairs {
+			fmt.Fprintf(&b, "| %s − %s | %+.4f ± %.4f | %d |\n", d.A, d.B, d.Mean, d.SE, d.N)
+		}
+	}
+
 	b.WriteString("\n## Ablation\n\n")
 	b.WriteString("| mode | debias | denoise | held-out score | vs mix |\n|---|---|---|---:|---:|\n")
 	mix, hasMix := s.Mode(mode.Mix)
