@@ -31,19 +31,22 @@ func IsPermanent(err error) bool {
 }
 
 // SampleKey is the idempotency key of one trajectory (run, step, group,
-// sample), or of a whole group with sample -1.
+// sample), as store.Key prints it, or of a whole group with sample -1.
 func SampleKey(run string, step, group, sample int) string {
 	if sample < 0 {
-		return fmt.Sprintf("%s/%d/%d", run, step, group)
+		return fmt.Sprintf("%s/step-%d/group-%d", run, step, group)
 	}
-	return fmt.Sprintf("%s/%d/%d/%d", run, step, group, sample)
+	return fmt.Sprintf("%s/step-%d/group-%d/sample-%d", run, step, group, sample)
 }
 
 // StepKey is the idempotency key of a step's update (run, step).
-func StepKey(run string, step int) string { return fmt.Sprintf("%s/%d", run, step) }
+func StepKey(run string, step int) string { return fmt.Sprintf("%s/step-%d", run, step) }
 
 // EvalKey is the idempotency key of one held-out sample (run, checkpoint
-// version, task, sample).
+// version, task, sample), or of a task's samples with sample -1.
 func EvalKey(run string, version int, task string, sample int) string {
-	return fmt.Sprintf("%s/eval/%d/%s/%d", run, version, task, sample)
+	if sample < 0 {
+		return fmt.Sprintf("%s/eval-%d/%s", run, version, task)
+	}
+	return fmt.Sprintf("%s/eval-%d/%s/sample-%d", run, version, task, sample)
 }
