@@ -34,14 +34,14 @@ func newTestActivitiesDB(t *testing.T) (*Activities, *testenv.InProcess, string)
 	}
 	sb := &testenv.InProcess{}
 	a := &Activities{Store: s, DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
-	setBuiltin(a, wm, sb)
+	setBuiltin(a, testenv.Suites{}, wm, sb)
 	return a, sb, dsn
 }
 
-// setBuiltin gives a the built-in backend over the small test suite, wm and
-// sb, with fresh caches.
-func setBuiltin(a *Activities, wm builtin.Predictor, sb sandbox.Sandbox) {
-	b := builtin.New(testenv.Suites{}, wm, sb)
+// setBuiltin gives a the built-in backend over suites, wm and sb, with
+// fresh caches.
+func setBuiltin(a *Activities, suites builtin.Suites, wm builtin.Predictor, sb sandbox.Sandbox) {
+	b := builtin.New(suites, wm, sb)
 	a.Tasks, a.Policy, a.WorldModel, a.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
 }
 
@@ -50,7 +50,7 @@ func setBuiltin(a *Activities, wm builtin.Predictor, sb sandbox.Sandbox) {
 func fresh(a *Activities, dataDir, runsKey string) *Activities {
 	x := &Activities{Store: a.Store, DataDir: dataDir, RunsKey: runsKey}
 	g := a.Grader.(*builtin.Grader)
-	setBuiltin(x, a.WorldModel.(*builtin.WorldModel).Model, g.Sandbox)
+	setBuiltin(x, g.Tasks.Suites, a.WorldModel.(*builtin.WorldModel).Model, g.Sandbox)
 	return x
 }
 
