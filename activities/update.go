@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/fusion"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -74,12 +76,16 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err != nil {
 		return UpdateResponse{}, err
 	}
+	settings, err := a.runSettings(ctx, req.RunID)
+	if err != nil {
+		return UpdateResponse{}, err
+	}
 	var ck backend.Checkpoint
 	var stats backend.UpdateStats
 	err = withHeartbeat(ctx, func() error {
 		var err error
 		ck, stats, err = a.Policy.Update(ctx, backend.UpdateRequest{Run: req.RunID, Step: req.Step, Base: base, Batch: data,
-			Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step)})
+			Settings: settings, Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step)})
 		return err
 	})
 	if err != nil {
@@ -121,6 +127,23 @@ func (a *Activities) data(ctx context.Context, suiteSeed uint64, b fusion.Batch)
 			Advantage: it.Advantage, Weight: it.Weight}
 	}
 	return out, nil
+}
+
+// runSettings returns the policy settings of a run's recorded
+// configuration.
+func (a *Activities) runSettings(ctx context.Context, run string) (backend.PolicySettings, error) {
+	r, err := a.Store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return backend.PolicySettings{}, invalid(err)
+	}
+	if err != nil {
+		return backend.PolicySettings{}, err
+	}
+	var cfg runconfig.Config
+	if err := json.Unmarshal(r.Config, &cfg); err != nil {
+		return backend.PolicySettings{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
+	}
+	return policySettings(cfg), nil
 }
 
 // withHeartbeat runs fn, heartbeating every heartbeatEvery until it returns.

@@ -94,6 +94,10 @@ type UpdateRequest struct {
 	// is 0 the update is a zero-gradient step that still advances the
 	// version.
 	Batch []Datum
+	// Settings are the run's policy settings (a remote optimiser step
+	// needs the learning rate; the built-in policy keeps its own in the
+	// checkpoint).
+	Settings PolicySettings
 	// Dir is where an adapter keeping files writes the new checkpoint.
 	Dir string
 	// Key is the step's idempotency key (StepKey): a remote adapter must
