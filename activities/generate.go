@@ -172,7 +172,7 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 			continue
 		}
 		if math.IsNaN(p.Score) || p.Score < 0 || p.Score > 1 {
-			return ScoreResponse{}, fmt.Errorf("%s: world model score %v: want [0,1]", keys[i], p.Score)
+			return ScoreResponse{}, invalid(fmt.Errorf("%s: world model score %v: want [0,1] or ungraded", keys[i], p.Score))
 		}
 		scores = append(scores, store.Score{Key: keys[i], WM: p.Score})
 		sum += p.Score
