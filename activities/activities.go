@@ -8,42 +8,38 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/wmrl/wmrl/internal/policy"
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 // ErrInvalidInput is the application error type of a request that fails
 // validation; workflows list it as non-retryable.
 const ErrInvalidInput = "InvalidInput"
 
-// WorldModel predicts the reward of a program on a task from the task's card
-// vector and the program's text, without running it.
-type WorldModel interface {
-	PredictText(card []float64, text string) (float64, error)
-}
-
-// Suites returns the built-in suite of a suite seed.
-type Suites interface {
-	Suite(ctx context.Context, suiteSeed uint64) (*suite.Suite, error)
-}
-
-// Activities carries the dependencies of every activity. Fill it in once
-// per worker process; it is safe for concurrent use.
+// Activities carries the dependencies of every activity: the store, the
+// data directory and the four ports of a step (package backend), whose
+// adapters the worker picks once, in main. Fill it in once per worker
+// process; it is safe for concurrent use.
 type Activities struct {
-	Store      *store.Store
-	Suites     Suites
-	WorldModel WorldModel
-	Sandbox    sandbox.Sandbox
-	// SandboxKind is Sandbox's kind ("docker" or "process"), for Preflight.
+	Store *store.Store
+	// Tasks lists the suite's tasks (every queue).
+	Tasks backend.TaskSource
+	// Policy samples (rollout queue, Evaluate), creates checkpoint 0
+	// (control) and updates (gpu).
+	Policy backend.Policy
+	// WorldModel scores trajectories (worldmodel queue).
+	WorldModel backend.WorldModel
+	// Grader executes and grades (sandbox queue); nil on a worker that
+	// serves no sandbox.
+	Grader backend.Grader
+	// SandboxKind is the grader's sandbox kind ("docker" or "process"),
+	// which Preflight checks against the run config's sandbox.kind.
 	SandboxKind string
 	// DataDir holds checkpoints and fused batches, under
 	// runs/<RunsKey>/<run id>/. Workers serving the control (CreateRun
@@ -58,14 +54,6 @@ type Activities struct {
 	// were written under another key keep working.
 	RunsKey string
 	Logger  *zap.Logger
-
-	mu       sync.Mutex
-	policies []cachedPolicy // most recently used last
-}
-
-type cachedPolicy struct {
-	path, hash string
-	p          *policy.Policy
 }
 
 // CheckpointRef names a stored policy checkpoint: its version (the number of
@@ -134,74 +122,47 @@ func (a *Activities) updateStatsPath(run string, version int) string {
 	return filepath.Join(a.runDir(run), "checkpoints", fmt.Sprintf("policy-%08d.stats.json", version))
 }
 
-// suite returns the suite of a seed.
-func (a *Activities) suite(ctx context.Context, suiteSeed uint64) (*suite.Suite, error) {
-	s, err := a.Suites.Suite(ctx, suiteSeed)
-	if err != nil {
-		return nil, fmt.Errorf("suite %d: %w", suiteSeed, err)
+// fromPort returns a port's error as the activity's: a permanent one
+// (backend.IsPermanent) is non-retryable, any other is retried.
+func fromPort(err error) error {
+	if err != nil && backend.IsPermanent(err) {
+		return invalid(err)
 	}
-	return s, nil
+	return err
 }
 
-// policyConfig is the built-in policy's configuration for a run.
-func policyConfig(cfg runconfig.Config, cardDim int) policy.Config {
-	c := policy.DefaultConfig(policy.ProgramGrammar{}, cardDim)
-	c.Hidden = cfg.Policy.Hidden
-	c.LearningRate = cfg.Policy.LearningRate
-	c.KLCoef = cfg.Policy.KLCoef
-	return c
+// tasks returns a split of a suite.
+func (a *Activities) tasks(ctx context.Context, suiteSeed uint64, split backend.Split) ([]backend.Task, error) {
+	ts, err := a.Tasks.Tasks(ctx, suiteSeed, split)
+	return ts, fromPort(err)
 }
 
-// loadPolicy returns checkpoint ref of run, verified against its hash. The
-// few most recent checkpoints are kept in memory; callers must not modify
-// the returned policy (Update works on a Clone).
-func (a *Activities) loadPolicy(ctx context.Context, run string, ref CheckpointRef) (*policy.Policy, error) {
+// task returns one task of a suite; an unknown task is invalid input.
+func (a *Activities) task(ctx context.Context, suiteSeed uint64, id string) (backend.Task, error) {
+	t, err := a.Tasks.Task(ctx, suiteSeed, id)
+	return t, fromPort(err)
+}
+
+// policySettings are the run's policy settings for the policy port.
+func policySettings(cfg runconfig.Config) backend.PolicySettings {
+	return backend.PolicySettings{LearningRate: cfg.Policy.LearningRate, KLCoef: cfg.Policy.KLCoef, Hidden: cfg.Policy.Hidden}
+}
+
+// checkpoint returns checkpoint ref of run as recorded in Postgres, for the
+// policy port (which verifies the content against the hash). A version
+// that is not recorded, or recorded with another hash, is invalid input.
+func (a *Activities) checkpoint(ctx context.Context, run string, ref CheckpointRef) (backend.Checkpoint, error) {
 	c, err := a.Store.Checkpoint(ctx, run, ref.Version)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, invalid(fmt.Errorf("checkpoint %d of run %s is not recorded", ref.Version, run))
+		return backend.Checkpoint{}, invalid(fmt.Errorf("checkpoint %d of run %s is not recorded", ref.Version, run))
 	}
 	if err != nil {
-		return nil, err
+		return backend.Checkpoint{}, err
 	}
 	if c.Hash != ref.Hash {
-		return nil, invalid(fmt.Errorf("checkpoint %d of run %s has hash %s, request says %s", ref.Version, run, c.Hash, ref.Hash))
+		return backend.Checkpoint{}, invalid(fmt.Errorf("checkpoint %d of run %s has hash %s, request says %s", ref.Version, run, c.Hash, ref.Hash))
 	}
-	a.mu.Lock()
-	for i, cp := range a.policies {
-		if cp.path == c.Location && cp.hash == c.Hash {
-			a.policies = append(append(a.policies[:i:i], a.policies[i+1:]...), cp)
-			a.mu.Unlock()
-			return cp.p, nil
-		}
-	}
-	a.mu.Unlock()
-	// A checkpoint file is written once, atomically (a synced temporary
-	// file renamed into place), before its hash is recorded, and nothing
-	// rewrites a recorded version: a reader sees the whole file or none of
-	// it. A file that does not decode, or decodes to another hash, was
-	// damaged or overwritten afterwards (by another deployment sharing the
-	// data directory, say); retrying cannot repair it, so the step fails
-	// instead of retrying for ever. A missing file stays retryable: a
-	// shared volume may not be mounted yet.
-	p, err := policy.Load(c.Location, policy.ProgramGrammar{})
-	if errors.Is(err, policy.ErrCorrupt) {
-		return nil, invalid(fmt.Errorf("checkpoint %d of run %s is unusable (%w): the run cannot go on from it", ref.Version, run, err))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if h := p.Hash(); h != c.Hash {
-		return nil, invalid(fmt.Errorf("checkpoint %d of run %s: file %s has hash %s, Postgres records %s: "+
-			"the file was overwritten (by another run or deployment sharing the data directory?) and the run cannot go on from it",
-			ref.Version, run, c.Location, h, c.Hash))
-	}
-	a.mu.Lock()
-	a.policies = append(a.policies, cachedPolicy{path: c.Location, hash: c.Hash, p: p})
-	if len(a.policies) > 4 {
-		a.policies = a.policies[1:]
-	}
-	a.mu.Unlock()
-	return p, nil
+	return backend.Checkpoint{Version: c.Version, Hash: c.Hash, Location: c.Location}, nil
 }
 
 // writeJSON writes v to path atomically (temporary file, then rename).
@@ -239,36 +200,6 @@ func readJSON(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-// SuiteCache loads each suite once per process.
-type SuiteCache struct {
-	// Load builds or reads a suite (suite.Load in the worker).
-	Load func(ctx context.Context, suiteSeed uint64) (*suite.Suite, error)
-
-	mu     sync.Mutex
-	suites map[uint64]*suite.Suite
-}
-
-var _ Suites = (*SuiteCache)(nil)
-
-// Suite returns the suite of suiteSeed, loading it on first use. Loads run
-// one at a time: the first build of a suite takes a minute of CPU.
-func (c *SuiteCache) Suite(ctx context.Context, suiteSeed uint64) (*suite.Suite, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.suites[suiteSeed]; ok {
-		return s, nil
-	}
-	s, err := c.Load(ctx, suiteSeed)
-	if err != nil {
-		return nil, err
-	}
-	if c.suites == nil {
-		c.suites = map[uint64]*suite.Suite{}
-	}
-	c.suites[suiteSeed] = s
-	return s, nil
 }
 
 func mkdir(dir string) error {

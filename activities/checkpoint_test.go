@@ -60,7 +60,7 @@ func TestCorruptOrForeignCheckpointIsNotRetried(t *testing.T) {
 			if err := os.WriteFile(mine.Location, tt.give, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fresh := &Activities{Store: a.Store, Suites: a.Suites, WorldModel: a.WorldModel, Sandbox: a.Sandbox, DataDir: a.DataDir}
+			fresh := fresh(a, a.DataDir, "")
 			_, err := fresh.Generate(ctx, gen)
 			var app *temporal.ApplicationError
 			if !errors.As(err, &app) || !app.NonRetryable() || app.Type() != ErrInvalidInput {
@@ -76,7 +76,7 @@ func TestCorruptOrForeignCheckpointIsNotRetried(t *testing.T) {
 	if err := os.Remove(mine.Location); err != nil {
 		t.Fatal(err)
 	}
-	fresh := &Activities{Store: a.Store, Suites: a.Suites, WorldModel: a.WorldModel, Sandbox: a.Sandbox, DataDir: a.DataDir}
+	fresh := fresh(a, a.DataDir, "")
 	_, err = fresh.Generate(ctx, gen)
 	var app *temporal.ApplicationError
 	if err == nil || (errors.As(err, &app) && app.NonRetryable()) {

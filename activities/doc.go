@@ -5,8 +5,11 @@
 // StartStep, FinishStep).
 //
 // Dependencies are injected once, by the worker: the Postgres store, the
-// suite, the world model, the sandbox, the data directory that holds
-// checkpoints and fused batches, and a logger. Workflows call the methods
+// four ports of a step (internal/backend: the task source, the policy, the
+// world model and the grader, whose adapters the worker picks; this package
+// imports no adapter), the data directory that holds checkpoints and fused
+// batches, and a logger. An error a port marks permanent
+// (backend.IsPermanent) becomes ErrInvalidInput. Workflows call the methods
 // through a nil *Activities (`workflow.ExecuteActivity(ctx, a.Generate,
 // req)`), so they never touch the dependencies.
 //
@@ -14,7 +17,7 @@
 // and summaries: trajectories, checkpoints and maps stay in Postgres and the
 // data directory and never travel through workflow history. A request that
 // fails Validate is a non-retryable application error of type
-// ErrInvalidInput; infrastructure errors (database, sandbox, file system)
+// ErrInvalidInput; infrastructure errors (database, grader, file system)
 // are plain errors that the retry policy retries.
 //
 // Idempotency. Every write is keyed by (run, step, group, sample) and every
@@ -32,7 +35,7 @@
 // wall-clock deadline kill, which depends on the machine's speed and load.
 // So a program whose estimated cost (tabular.EstimateCost) exceeds the run's
 // sandbox budget is scored as a timeout without running, the same way on
-// every machine (budget.OverBudget), and the sandbox deadline is a
+// every machine (budget.OverBudget, in the built-in grader), and the sandbox deadline is a
 // generous safety net far above what the budget admits. With that, two runs
 // of the same seed give the same checkpoint hashes, crashed or not; should a
 // deadline still fire, that one score is timing-dependent.

@@ -6,10 +6,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
-	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 // HeldOutTasksRequest asks for the held-out tasks of a suite.
@@ -29,12 +28,12 @@ func (a *Activities) HeldOutTasks(ctx context.Context, req HeldOutTasksRequest) 
 	if req.Limit < 0 {
 		return HeldOutTasksResponse{}, invalid(fmt.Errorf("limit %d: want >= 0", req.Limit))
 	}
-	s, err := a.suite(ctx, req.SuiteSeed)
+	heldOut, err := a.tasks(ctx, req.SuiteSeed, backend.HeldOut)
 	if err != nil {
 		return HeldOutTasksResponse{}, err
 	}
 	ids := []string{}
-	for _, t := range s.Split(suite.HeldOut) {
+	for _, t := range heldOut {
 		if req.Limit > 0 && len(ids) == req.Limit {
 			break
 		}
@@ -52,7 +51,7 @@ type EvaluateRequest struct {
 	Samples    int            `json:"samples"`
 	Seed       uint64         `json:"seed"`
 	SuiteSeed  uint64         `json:"suite_seed"`
-	Limits     sandbox.Limits `json:"limits"`
+	Limits     backend.Limits `json:"limits"`
 	Budget     float64        `json:"budget"`
 }
 
@@ -82,8 +81,8 @@ type EvaluateResponse struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
-// Evaluate samples the task's programs from the checkpoint and executes each
-// in the sandbox, storing one evaluation row per sample (keyed by run,
+// Evaluate samples the task's programs from the checkpoint and has the
+// grader execute each, storing one evaluation row per sample (keyed by run,
 // checkpoint version, task and sample; first write wins); the held-out
 // score of a sample is its leaderboard position, 0 when the program fails
 // (store.HeldOutScore). These executions are counted apart from the
@@ -93,27 +92,26 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	if err := req.Validate(); err != nil {
 		return EvaluateResponse{}, invalid(err)
 	}
-	s, err := a.suite(ctx, req.SuiteSeed)
+	task, err := a.task(ctx, req.SuiteSeed, req.TaskID)
 	if err != nil {
 		return EvaluateResponse{}, err
 	}
-	task, err := s.Task(req.TaskID)
-	if err != nil {
-		return EvaluateResponse{}, invalid(err)
-	}
-	if task.Split != suite.HeldOut {
+	if task.Split != backend.HeldOut {
 		return EvaluateResponse{}, invalid(fmt.Errorf("task %s is not a held-out task", req.TaskID))
 	}
-	p, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
+	ck, err := a.checkpoint(ctx, req.RunID, req.Checkpoint)
 	if err != nil {
 		return EvaluateResponse{}, err
 	}
 	version := req.Checkpoint.Version
-	progs, err := samplePrograms(p, task.Card.Vector(), req.Samples, func(i int) uint64 {
-		return plan.EvalSampleSeed(req.Seed, version, task.ID, i)
-	})
+	seeds := make([]uint64, req.Samples)
+	for i := range seeds {
+		seeds[i] = plan.EvalSampleSeed(req.Seed, version, task.ID, i)
+	}
+	progs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
+		Key: backend.EvalKey(req.RunID, version, task.ID, -1)}, "task "+task.ID)
 	if err != nil {
-		return EvaluateResponse{}, fmt.Errorf("task %s: %w", task.ID, err)
+		return EvaluateResponse{}, err
 	}
 	var resp EvaluateResponse
 	start := 0
@@ -124,17 +122,22 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	}
 	resp.Resumed = start
 	for i := start; i < len(progs); i++ {
-		res, err := a.run(ctx, task, progs[i], plan.EvalExecSeed(req.Seed, version, task.ID, i), req.Limits, req.Budget)
-		if err != nil {
-			return EvaluateResponse{}, fmt.Errorf("evaluate %s sample %d: %w", task.ID, i, err)
-		}
-		_, err = a.Store.SaveEvaluations(ctx, []store.Evaluation{{Run: req.RunID, Step: req.Checkpoint.Version,
-			TaskID: task.ID, Sample: i, Program: progs[i], Result: res}})
+		g, err := a.grade(ctx, backend.GradeItem{Task: task, Solution: progs[i], Seed: plan.EvalExecSeed(req.Seed, version, task.ID, i),
+			Key: backend.EvalKey(req.RunID, version, task.ID, i)}, req.Limits, req.Budget, fmt.Sprintf("evaluate %s sample %d", task.ID, i))
 		if err != nil {
 			return EvaluateResponse{}, err
 		}
+		// A sample without a verdict is not stored: the held-out score
+		// averages the graded samples.
+		if g.Graded {
+			_, err = a.Store.SaveEvaluations(ctx, []store.Evaluation{{Run: req.RunID, Step: req.Checkpoint.Version,
+				TaskID: task.ID, Sample: i, Program: progs[i], Result: resultOf(g)}})
+			if err != nil {
+				return EvaluateResponse{}, err
+			}
+		}
 		resp.Executed++
-		resp.CPUSeconds += res.CPUSeconds
+		resp.CPUSeconds += g.CPUSeconds
 		heartbeat(ctx, i+1)
 	}
 	return resp, nil

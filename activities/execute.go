@@ -7,12 +7,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/wmrl/wmrl/internal/budget"
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/plan"
-	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 // ExecuteRequest asks for the real execution of one trajectory.
@@ -23,7 +21,7 @@ type ExecuteRequest struct {
 	Sample    int            `json:"sample"`
 	Seed      uint64         `json:"seed"`
 	SuiteSeed uint64         `json:"suite_seed"`
-	Limits    sandbox.Limits `json:"limits"`
+	Limits    backend.Limits `json:"limits"`
 	// Budget refuses programs whose estimated cost exceeds it (0: none).
 	Budget float64 `json:"budget"`
 }
@@ -71,10 +69,12 @@ func responseOf(r executor.Result, reused bool) ExecuteResponse {
 // workflows set heartbeat timeouts well above it.
 const heartbeatEvery = 5 * time.Second
 
-// Execute runs the trajectory's program in the sandbox and stores r_env, the
-// status and the CPU and wall seconds. A failure of the solution is a score;
-// a failure of the sandbox is returned as an error for the retry policy. If
-// the trajectory already has a result it is returned without running again.
+// Execute has the grader execute the trajectory's program and stores r_env,
+// the status and the CPU and wall seconds. A failure of the solution is a
+// score; a failure of the grader is returned as an error for the retry
+// policy. If the trajectory already has a result it is returned without
+// running again. A grader that gives no verdict leaves the trajectory
+// ungraded (status "ungraded", nothing stored).
 func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ExecuteResponse{}, invalid(err)
@@ -89,18 +89,21 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if t.Exec != nil {
 		return responseOf(*t.Exec, true), nil
 	}
-	s, err := a.suite(ctx, req.SuiteSeed)
+	task, err := a.task(ctx, req.SuiteSeed, t.TaskID)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	task, err := s.Task(t.TaskID)
+	g, err := a.grade(ctx, backend.GradeItem{Task: task, Solution: t.Program, Key: req.key().String(),
+		Seed: plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample)}, req.Limits, req.Budget, "execute "+req.key().String())
 	if err != nil {
-		return ExecuteResponse{}, invalid(err)
+		return ExecuteResponse{}, err
 	}
-	res, err := a.run(ctx, task, t.Program, plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample), req.Limits, req.Budget)
-	if err != nil {
-		return ExecuteResponse{}, fmt.Errorf("execute %s: %w", req.key(), err)
+	if !g.Graded {
+		// No verdict: nothing is stored, so the trajectory stays ungraded
+		// (Fuse leaves it out); a retry asks the grader again.
+		return ExecuteResponse{Status: backend.StatusUngraded, CPUSeconds: g.CPUSeconds, WallSeconds: g.WallSeconds}, nil
 	}
+	res := resultOf(g)
 	stored, err := a.Store.RecordExecutions(ctx, []store.Execution{{Key: req.key(), Result: res}})
 	if err != nil {
 		return ExecuteResponse{}, err
@@ -108,24 +111,30 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	return responseOf(stored[0].Result, false), nil
 }
 
-// run executes one program of a task in the sandbox, heartbeating while it
-// runs. A program whose estimated cost exceeds budget (> 0) is scored as a
-// timeout without running (budget.OverBudget), the same on every machine.
-func (a *Activities) run(ctx context.Context, task *suite.Task, prog string, execSeed uint64, limits sandbox.Limits,
-	maxCost float64) (executor.Result, error) {
-	job := &executor.Job{TaskID: task.ID, Program: prog, Data: task.Data, Leaderboard: task.Leaderboard, Seed: execSeed}
-	if est, over := budget.OverBudget(job, maxCost); over {
-		return budget.Refusal(est, maxCost), nil
+// grade executes and grades one solution, heartbeating while it runs;
+// errors say what was graded.
+func (a *Activities) grade(ctx context.Context, item backend.GradeItem, limits backend.Limits, maxCost float64,
+	what string) (backend.Grade, error) {
+	if a.Grader == nil {
+		return backend.Grade{}, fmt.Errorf("%s: this worker has no sandbox", what)
 	}
-	sreq, err := sandbox.NewRequest(job, limits)
-	if err != nil {
-		return executor.Result{}, err
-	}
-	var res executor.Result
-	err = withHeartbeat(ctx, func() error {
+	var gs []backend.Grade
+	err := withHeartbeat(ctx, func() error {
 		var err error
-		res, err = a.Sandbox.Execute(ctx, sreq)
+		gs, err = a.Grader.Grade(ctx, backend.GradeRequest{Items: []backend.GradeItem{item}, Limits: limits, Budget: maxCost})
 		return err
 	})
-	return res, err
+	if err == nil && len(gs) != 1 {
+		err = fmt.Errorf("grader returned %d grades for 1 item", len(gs))
+	}
+	if err != nil {
+		return backend.Grade{}, fromPort(fmt.Errorf("%s: %w", what, err))
+	}
+	return gs[0], nil
+}
+
+// resultOf is a graded verdict as the execution result the store keeps.
+func resultOf(g backend.Grade) executor.Result {
+	return executor.Result{Status: executor.Status(g.Status), Score: g.Score, Metric: g.Metric, Position: g.Position,
+		Detail: g.Detail, CPUSeconds: g.CPUSeconds, WallSeconds: g.WallSeconds}
 }

@@ -3,11 +3,11 @@ package activities
 import (
 	"context"
 	"fmt"
+	"math"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
-	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 // GenerateRequest asks for the n trajectories of one group of a step.
@@ -46,29 +46,31 @@ type GenerateResponse struct {
 
 // Generate samples the group's n programs from checkpoint s and stores them
 // as trajectories. The task is a training task chosen by plan.TaskIndex, sample
-// i uses policy.SampleSeed(seed, step, group, i): a retry stores nothing new.
+// i uses plan.SampleSeed(seed, step, group, i): a retry stores nothing new.
 func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (GenerateResponse, error) {
 	if err := req.Validate(); err != nil {
 		return GenerateResponse{}, invalid(err)
 	}
-	s, err := a.suite(ctx, req.SuiteSeed)
+	train, err := a.tasks(ctx, req.SuiteSeed, backend.Train)
 	if err != nil {
 		return GenerateResponse{}, err
 	}
-	train := s.Split(suite.Train)
 	if len(train) == 0 {
 		return GenerateResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", req.SuiteSeed))
 	}
 	task := train[plan.TaskIndex(req.Seed, req.Step, req.Group, len(train))]
-	p, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
+	ck, err := a.checkpoint(ctx, req.RunID, req.Checkpoint)
 	if err != nil {
 		return GenerateResponse{}, err
 	}
-	progs, err := samplePrograms(p, task.Card.Vector(), req.Samples, func(i int) uint64 {
-		return policy.SampleSeed(req.Seed, uint64(req.Step), uint64(req.Group), uint64(i))
-	})
+	seeds := make([]uint64, req.Samples)
+	for i := range seeds {
+		seeds[i] = plan.SampleSeed(req.Seed, req.Step, req.Group, i)
+	}
+	progs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
+		Key: backend.SampleKey(req.RunID, req.Step, req.Group, -1)}, fmt.Sprintf("group %d", req.Group))
 	if err != nil {
-		return GenerateResponse{}, fmt.Errorf("group %d: %w", req.Group, err)
+		return GenerateResponse{}, err
 	}
 	sols := make([]store.Solution, len(progs))
 	for i, text := range progs {
@@ -82,16 +84,19 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	return GenerateResponse{TaskID: task.ID, Inserted: n}, nil
 }
 
-// samplePrograms draws n programs for a card, sample i with seedOf(i), and
-// returns their canonical texts.
-func samplePrograms(p *policy.Policy, card []float64, n int, seedOf func(int) uint64) ([]string, error) {
-	out := make([]string, n)
-	for i := range out {
-		_, text, err := p.SampleProgram(card, seedOf(i))
-		if err != nil {
-			return nil, fmt.Errorf("sample %d: %w", i, err)
-		}
-		out[i] = text
+// sample returns the texts of the policy's completions; errors say what
+// was sampled.
+func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what string) ([]string, error) {
+	cs, err := a.Policy.Sample(ctx, req)
+	if err != nil {
+		return nil, fromPort(fmt.Errorf("%s: %w", what, err))
+	}
+	if len(cs) != len(req.Seeds) {
+		return nil, fmt.Errorf("policy returned %d completions for %d seeds", len(cs), len(req.Seeds))
+	}
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Text
 	}
 	return out, nil
 }
@@ -127,39 +132,53 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	if err := req.Validate(); err != nil {
 		return ScoreResponse{}, invalid(err)
 	}
-	s, err := a.suite(ctx, req.SuiteSeed)
-	if err != nil {
-		return ScoreResponse{}, err
-	}
 	ts, err := a.Store.StepTrajectories(ctx, req.RunID, req.Step)
 	if err != nil {
 		return ScoreResponse{}, err
 	}
-	var scores []store.Score
-	var sum float64
-	cards := map[string][]float64{}
+	var items []backend.ScoreItem
+	var keys []store.Key
+	tasks := map[string]backend.Task{}
 	for _, t := range ts {
 		if t.Group != req.Group {
 			continue
 		}
-		card, ok := cards[t.TaskID]
+		task, ok := tasks[t.TaskID]
 		if !ok {
-			task, err := s.Task(t.TaskID)
-			if err != nil {
-				return ScoreResponse{}, invalid(err)
+			if task, err = a.task(ctx, req.SuiteSeed, t.TaskID); err != nil {
+				return ScoreResponse{}, err
 			}
-			card = task.Card.Vector()
-			cards[t.TaskID] = card
+			tasks[t.TaskID] = task
 		}
-		wm, err := a.WorldModel.PredictText(card, t.Program)
-		if err != nil {
-			return ScoreResponse{}, invalid(fmt.Errorf("%s: world model: %w", t.Key, err))
+		items = append(items, backend.ScoreItem{Task: task, Solution: t.Program, Key: t.Key.String()})
+		keys = append(keys, t.Key)
+	}
+	if len(items) == 0 {
+		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no trajectories", req.Group, req.RunID, req.Step))
+	}
+	preds, err := a.WorldModel.Score(ctx, items)
+	if err != nil {
+		return ScoreResponse{}, fromPort(err)
+	}
+	if len(preds) != len(items) {
+		return ScoreResponse{}, fmt.Errorf("world model returned %d predictions for %d items", len(preds), len(items))
+	}
+	// An ungraded prediction stores no r_wm: the trajectory is left out
+	// wherever its mode needs r_wm, never scored 0.
+	var scores []store.Score
+	var sum float64
+	for i, p := range preds {
+		if !p.Graded {
+			continue
 		}
-		scores = append(scores, store.Score{Key: t.Key, WM: wm})
-		sum += wm
+		if math.IsNaN(p.Score) || p.Score < 0 || p.Score > 1 {
+			return ScoreResponse{}, invalid(fmt.Errorf("%s: world model score %v: want [0,1] or ungraded", keys[i], p.Score))
+		}
+		scores = append(scores, store.Score{Key: keys[i], WM: p.Score})
+		sum += p.Score
 	}
 	if len(scores) == 0 {
-		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no trajectories", req.Group, req.RunID, req.Step))
+		return ScoreResponse{}, nil
 	}
 	if err := a.Store.SetWMScores(ctx, scores); err != nil {
 		return ScoreResponse{}, err

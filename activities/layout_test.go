@@ -45,13 +45,13 @@ func TestDeploymentsShareADataDir(t *testing.T) {
 		x   *Activities
 		ref CheckpointRef
 	}{{a, ra.Checkpoint}, {b, rb.Checkpoint}} {
-		if _, err := c.x.loadPolicy(ctx, "same", c.ref); err != nil {
+		if err := loadPolicy(ctx, c.x, "same", c.ref); err != nil {
 			t.Errorf("load %+v: %v", c.ref, err)
 		}
 	}
 
 	// A run created with the unkeyed layout, then served by a keyed worker.
-	legacy := &Activities{Store: a.Store, Suites: a.Suites, WorldModel: a.WorldModel, Sandbox: a.Sandbox, DataDir: shared}
+	legacy := fresh(a, shared, "")
 	old, err := legacy.CreateRun(ctx, CreateRunRequest{RunID: "old", Config: cfgA})
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +60,8 @@ func TestDeploymentsShareADataDir(t *testing.T) {
 	if filepath.Dir(co.Location) != filepath.Join(shared, "runs", "old", "checkpoints") {
 		t.Errorf("unkeyed checkpoint at %s", co.Location)
 	}
-	fresh := &Activities{Store: a.Store, Suites: a.Suites, WorldModel: a.WorldModel, Sandbox: a.Sandbox, DataDir: shared, RunsKey: a.RunsKey}
-	if _, err := fresh.loadPolicy(ctx, "old", old.Checkpoint); err != nil {
+	fresh := fresh(a, shared, a.RunsKey)
+	if err := loadPolicy(ctx, fresh, "old", old.Checkpoint); err != nil {
 		t.Errorf("a keyed worker loads the unkeyed run's checkpoint: %v", err)
 	}
 }

@@ -1,9 +1,13 @@
 package activities
 
 import (
+	"context"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
@@ -29,6 +33,38 @@ func newTestActivitiesDB(t *testing.T) (*Activities, *testenv.InProcess, string)
 		t.Fatal(err)
 	}
 	sb := &testenv.InProcess{}
-	return &Activities{Store: s, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: t.TempDir(),
-		RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}, sb, dsn
+	a := &Activities{Store: s, DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
+	setBuiltin(a, testenv.Suites{}, wm, sb)
+	return a, sb, dsn
+}
+
+// setBuiltin gives a the built-in backend over suites, wm and sb, with
+// fresh caches.
+func setBuiltin(a *Activities, suites builtin.Suites, wm builtin.Predictor, sb sandbox.Sandbox) {
+	b := builtin.New(suites, wm, sb)
+	a.Tasks, a.Policy, a.WorldModel, a.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
+}
+
+// fresh returns Activities like a's (same store, world model and sandbox)
+// on dataDir and runsKey, with fresh caches: a new worker process.
+func fresh(a *Activities, dataDir, runsKey string) *Activities {
+	x := &Activities{Store: a.Store, DataDir: dataDir, RunsKey: runsKey}
+	g := a.Grader.(*builtin.Grader)
+	setBuiltin(x, g.Tasks.Suites, a.WorldModel.(*builtin.WorldModel).Model, g.Sandbox)
+	return x
+}
+
+// loadPolicy checks that x can use checkpoint ref of run: recorded, and
+// loaded and sampled by the policy port.
+func loadPolicy(ctx context.Context, x *Activities, run string, ref CheckpointRef) error {
+	ck, err := x.checkpoint(ctx, run, ref)
+	if err != nil {
+		return err
+	}
+	train, err := x.tasks(ctx, testenv.SuiteSeed, backend.Train)
+	if err != nil {
+		return err
+	}
+	_, err = x.Policy.Sample(ctx, backend.SampleRequest{Run: run, Checkpoint: ck, Task: train[0], Seeds: []uint64{1}})
+	return err
 }

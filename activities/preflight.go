@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 // PreflightRequest asks a sandbox worker whether it can execute a run's
@@ -13,7 +13,7 @@ import (
 type PreflightRequest struct {
 	// Kind is the config's sandbox.kind: "auto" accepts either sandbox.
 	Kind   string         `json:"kind"`
-	Limits sandbox.Limits `json:"limits"`
+	Limits backend.Limits `json:"limits"`
 }
 
 // PreflightResponse tells which sandbox answered.
@@ -23,20 +23,20 @@ type PreflightResponse struct {
 
 // Preflight checks the run's sandbox settings against the worker's own
 // sandbox before a run starts: the kind the config asks for, and limits the
-// engine or machine can meet (sandbox.Sandbox.Preflight). A setting that
+// engine or machine can meet (backend.Grader.Preflight). A setting that
 // cannot be met is a non-retryable error naming its run-config field, so
 // `wmrl run` refuses the run; a sandbox that does not answer is a plain
 // error, retried.
 func (a *Activities) Preflight(ctx context.Context, req PreflightRequest) (PreflightResponse, error) {
-	if a.Sandbox == nil {
+	if a.Grader == nil {
 		return PreflightResponse{}, errors.New("this worker has no sandbox")
 	}
 	if req.Kind != "" && req.Kind != "auto" && a.SandboxKind != "" && req.Kind != a.SandboxKind {
 		return PreflightResponse{}, invalid(fmt.Errorf("sandbox.kind: %q, but the sandbox worker runs the %s sandbox "+
 			"(wmrl-worker --sandbox %s, or sandbox.kind: auto)", req.Kind, a.SandboxKind, req.Kind))
 	}
-	err := a.Sandbox.Preflight(ctx, req.Limits)
-	var limit *sandbox.LimitError
+	err := a.Grader.Preflight(ctx, req.Limits)
+	var limit *backend.LimitError
 	if errors.As(err, &limit) {
 		return PreflightResponse{}, invalid(err)
 	}

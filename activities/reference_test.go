@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/mode"
@@ -121,7 +122,7 @@ func TestReferenceLoopAgrees(t *testing.T) {
 	for _, tk := range s.Split(suite.Train) {
 		train = append(train, tk.ID)
 	}
-	p, err := grpoloop.InitPolicy(policyConfig(cfg, suite.VectorLen), cfg.Seed)
+	p, err := grpoloop.InitPolicy(builtin.PolicyConfig(policySettings(cfg), suite.VectorLen), cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}

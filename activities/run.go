@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/plan"
-	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
-	"github.com/wmrl/wmrl/internal/suite"
 )
 
 // CreateRunRequest starts a run: it records the run and its initial
@@ -59,27 +58,20 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return CreateRunResponse{}, err
 	}
-	s, err := a.suite(ctx, cfg.SuiteSeed)
+	train, err := a.tasks(ctx, cfg.SuiteSeed, backend.Train)
 	if err != nil {
 		return CreateRunResponse{}, err
 	}
-	train := s.Split(suite.Train)
 	if len(train) == 0 {
 		return CreateRunResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", cfg.SuiteSeed))
 	}
-	p, err := policy.Init(policyConfig(cfg, len(train[0].Card.Vector())), policy.ProgramGrammar{}, plan.InitSeed(cfg.Seed))
+	ck, err := a.Policy.Init(ctx, backend.InitRequest{Run: req.RunID, Suite: cfg.SuiteSeed, Seed: plan.InitSeed(cfg.Seed),
+		Settings: policySettings(cfg), Dir: a.checkpointDir(req.RunID)})
 	if err != nil {
-		return CreateRunResponse{}, invalid(err)
+		return CreateRunResponse{}, fromPort(err)
 	}
-	if err := mkdir(a.checkpointDir(req.RunID)); err != nil {
-		return CreateRunResponse{}, err
-	}
-	path, err := p.Save(a.checkpointDir(req.RunID))
-	if err != nil {
-		return CreateRunResponse{}, err
-	}
-	ref := CheckpointRef{Version: 0, Hash: p.Hash()}
-	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: path}); err != nil {
+	ref := CheckpointRef{Version: 0, Hash: ck.Hash}
+	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: ck.Location}); err != nil {
 		return CreateRunResponse{}, err
 	}
 	a.log().Info("run created", logRun(req.RunID), logStep(0))

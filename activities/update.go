@@ -2,13 +2,15 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/fusion"
-	"github.com/wmrl/wmrl/internal/policy"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -34,8 +36,8 @@ func (r UpdateRequest) Validate() error {
 
 // UpdateResponse names checkpoint s+1.
 type UpdateResponse struct {
-	Checkpoint CheckpointRef      `json:"checkpoint"`
-	Stats      policy.UpdateStats `json:"stats"`
+	Checkpoint CheckpointRef       `json:"checkpoint"`
+	Stats      backend.UpdateStats `json:"stats"`
 	// Reused is true when checkpoint s+1 was already recorded (a retry).
 	Reused bool `json:"reused"`
 }
@@ -51,7 +53,7 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	}
 	next := req.Step + 1
 	if c, err := a.Store.Checkpoint(ctx, req.RunID, next); err == nil {
-		var stats policy.UpdateStats
+		var stats backend.UpdateStats
 		if err := readJSON(a.updateStatsPath(req.RunID, next), &stats); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return UpdateResponse{}, fmt.Errorf("read update stats: %w", err)
 		}
@@ -59,12 +61,9 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return UpdateResponse{}, err
 	}
-	base, err := a.loadPolicy(ctx, req.RunID, req.Checkpoint)
+	base, err := a.checkpoint(ctx, req.RunID, req.Checkpoint)
 	if err != nil {
 		return UpdateResponse{}, err
-	}
-	if int(base.Step()) != req.Step {
-		return UpdateResponse{}, invalid(fmt.Errorf("checkpoint %d holds a policy after %d updates", req.Step, base.Step()))
 	}
 	var batch fusion.Batch
 	if err := readJSON(a.batchPath(req.RunID, req.Step), &batch); err != nil {
@@ -73,32 +72,33 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 		}
 		return UpdateResponse{}, fmt.Errorf("read batch: %w", err)
 	}
-	examples, err := a.examples(ctx, req.SuiteSeed, batch)
+	data, err := a.data(ctx, req.SuiteSeed, batch)
 	if err != nil {
 		return UpdateResponse{}, err
 	}
-	p := base.Clone()
-	var stats policy.UpdateStats
+	settings, err := a.runSettings(ctx, req.RunID)
+	if err != nil {
+		return UpdateResponse{}, err
+	}
+	var ck backend.Checkpoint
+	var stats backend.UpdateStats
 	err = withHeartbeat(ctx, func() error {
 		var err error
-		stats, err = p.Update(examples)
+		ck, stats, err = a.Policy.Update(ctx, backend.UpdateRequest{Run: req.RunID, Step: req.Step, Base: base, Batch: data,
+			Settings: settings, Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step)})
 		return err
 	})
 	if err != nil {
-		return UpdateResponse{}, invalid(fmt.Errorf("update step %d: %w", req.Step, err))
+		return UpdateResponse{}, fromPort(err)
 	}
-	if err := mkdir(a.checkpointDir(req.RunID)); err != nil {
-		return UpdateResponse{}, err
-	}
-	path, err := p.Save(a.checkpointDir(req.RunID))
-	if err != nil {
-		return UpdateResponse{}, err
+	if ck.Version != next {
+		return UpdateResponse{}, invalid(fmt.Errorf("update step %d: the policy returned checkpoint %d, want %d", req.Step, ck.Version, next))
 	}
 	if err := writeJSON(a.updateStatsPath(req.RunID, next), stats); err != nil {
 		return UpdateResponse{}, fmt.Errorf("write update stats: %w", err)
 	}
-	ref := CheckpointRef{Version: next, Hash: p.Hash()}
-	err = a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: next, Hash: ref.Hash, Location: path})
+	ref := CheckpointRef{Version: next, Hash: ck.Hash}
+	err = a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: next, Hash: ref.Hash, Location: ck.Location})
 	if errors.Is(err, store.ErrConflict) {
 		return UpdateResponse{}, invalid(err)
 	}
@@ -109,24 +109,41 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	return UpdateResponse{Checkpoint: ref, Stats: stats}, nil
 }
 
-// examples turns a fused batch into the policy's update examples
-// (fusion.Examples).
-func (a *Activities) examples(ctx context.Context, suiteSeed uint64, b fusion.Batch) ([]policy.Example, error) {
-	s, err := a.suite(ctx, suiteSeed)
-	if err != nil {
-		return nil, err
-	}
-	out, err := fusion.Examples(b, func(taskID string) ([]float64, error) {
-		task, err := s.Task(taskID)
-		if err != nil {
-			return nil, err
+// data turns a fused batch into the policy port's batch, every item with
+// its task.
+func (a *Activities) data(ctx context.Context, suiteSeed uint64, b fusion.Batch) ([]backend.Datum, error) {
+	tasks := map[string]backend.Task{}
+	out := make([]backend.Datum, len(b.Items))
+	for i, it := range b.Items {
+		task, ok := tasks[it.TaskID]
+		if !ok {
+			var err error
+			if task, err = a.task(ctx, suiteSeed, it.TaskID); err != nil {
+				return nil, err
+			}
+			tasks[it.TaskID] = task
 		}
-		return task.Card.Vector(), nil
-	})
-	if err != nil {
-		return nil, invalid(err)
+		out[i] = backend.Datum{Task: task, Group: it.Group, Sample: it.Sample, Text: it.Program,
+			Advantage: it.Advantage, Weight: it.Weight}
 	}
 	return out, nil
+}
+
+// runSettings returns the policy settings of a run's recorded
+// configuration.
+func (a *Activities) runSettings(ctx context.Context, run string) (backend.PolicySettings, error) {
+	r, err := a.Store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return backend.PolicySettings{}, invalid(err)
+	}
+	if err != nil {
+		return backend.PolicySettings{}, err
+	}
+	var cfg runconfig.Config
+	if err := json.Unmarshal(r.Config, &cfg); err != nil {
+		return backend.PolicySettings{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
+	}
+	return policySettings(cfg), nil
 }
 
 // withHeartbeat runs fn, heartbeating every heartbeatEvery until it returns.

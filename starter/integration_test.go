@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/store"
@@ -94,7 +95,8 @@ func stack(t *testing.T, ns string) *itEnv {
 	if _, err := testenv.SmallSuite(); err != nil {
 		t.Fatal(err)
 	}
-	acts := &activities.Activities{Store: st, Suites: smallSuites{}, WorldModel: wm, Sandbox: &testenv.InProcess{MaxCPUs: 2}, DataDir: t.TempDir()}
+	b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
+	acts := &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, Grader: b.Grader, DataDir: t.TempDir()}
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
 		w := worker.New(tc, q, worker.Options{})

@@ -4,8 +4,9 @@
 // --queues chooses which of them a process serves, so sandbox and GPU
 // workers can run on other machines; by default it serves all of them.
 //
-// Every dependency is created once, here: the Postgres store, the suite
-// cache, the world model, the sandbox and the logger. The database must be
+// Every dependency is created once, here: the Postgres store, the logger
+// and the step's four ports (the built-in backend: the suite cache, the
+// policy, the world model and the sandbox grader). The database must be
 // migrated (`wmrl migrate`) before the first run.
 package main
 
@@ -26,6 +27,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
@@ -91,34 +94,36 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 		return err
 	}
 	acts.RunsKey = deployenv.RunsKey(o.namespace, dep.Database, dep.ID)
-	acts.Suites = &activities.SuiteCache{Load: suite.Load}
+	suites := &builtin.SuiteCache{Load: suite.Load}
 
 	// Every queue's activities read tasks; the first build of a suite takes
 	// a minute of CPU, so it happens before the worker takes work.
 	logger.Info("loading suite", zap.Uint64("suite_seed", o.suiteSeed))
-	if _, err := acts.Suites.Suite(ctx, o.suiteSeed); err != nil {
+	if _, err := suites.Suite(ctx, o.suiteSeed); err != nil {
 		return err
 	}
+	var wm *worldmodel.Model
 	if serves(o, "worldmodel") {
-		wm, err := loadWorldModel(o.worldModel)
-		if err != nil {
+		if wm, err = loadWorldModel(o.worldModel); err != nil {
 			return err
 		}
-		acts.WorldModel = wm
 	}
+	var sb sandbox.Sandbox
 	if serves(o, "sandbox") {
-		sb, closeSB, err := openSandbox(ctx, o, logger)
-		if err != nil {
+		var closeSB func() error
+		if sb, closeSB, err = openSandbox(ctx, o, logger); err != nil {
 			return err
 		}
 		defer closeSB()
-		acts.Sandbox = sb
 		switch sb.(type) {
 		case *sandbox.Docker:
 			acts.SandboxKind = runconfig.SandboxDocker
 		case *sandbox.Process:
 			acts.SandboxKind = runconfig.SandboxProcess
 		}
+	}
+	if err := setBackends(acts, backend.Builtin, suites, wm, sb); err != nil {
+		return err
 	}
 
 	c, err := client.Dial(client.Options{
@@ -159,6 +164,30 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	logger.Info("stopping")
 	for _, w := range workers {
 		w.Stop()
+	}
+	return nil
+}
+
+// setBackends fills in the four ports of acts with the adapters of the
+// named backend ("" or backend.Builtin, the only one today): the run
+// config's policy.backend and world_model.backend accept no other. The
+// world model and the grader are left nil (not a typed nil) when the worker
+// serves neither the worldmodel nor the sandbox queue.
+func setBackends(acts *activities.Activities, name string, suites builtin.Suites, wm *worldmodel.Model, sb sandbox.Sandbox) error {
+	if name != "" && name != backend.Builtin {
+		return fmt.Errorf("backend %q: this worker has only %q", name, backend.Builtin)
+	}
+	var model builtin.Predictor
+	if wm != nil {
+		model = wm
+	}
+	b := builtin.New(suites, model, sb)
+	acts.Tasks, acts.Policy = b.Tasks, b.Policy
+	if b.WorldModel != nil {
+		acts.WorldModel = b.WorldModel
+	}
+	if b.Grader != nil {
+		acts.Grader = b.Grader
 	}
 	return nil
 }

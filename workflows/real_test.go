@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
@@ -31,7 +32,8 @@ func realActivities(t *testing.T, st *store.Store, sb *testenv.InProcess, dataDi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &activities.Activities{Store: st, Suites: testenv.Suites{}, WorldModel: wm, Sandbox: sb, DataDir: dataDir}
+	b := builtin.New(testenv.Suites{}, wm, sb)
+	return &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, Grader: b.Grader, DataDir: dataDir}
 }
 
 // runToEnd runs a run through its continue-as-new segments and returns its

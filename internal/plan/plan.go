@@ -26,6 +26,12 @@ func ExecSeed(runSeed uint64, step, group, sample int) uint64 {
 	return seed.Derive(tagExec, runSeed, uint64(step), uint64(group), uint64(sample))
 }
 
+// SampleSeed is the sampling seed of sample i of group g at step s
+// (policy.SampleSeed), which the policy port gets with each request.
+func SampleSeed(runSeed uint64, step, group, sample int) uint64 {
+	return policy.SampleSeed(runSeed, uint64(step), uint64(group), uint64(sample))
+}
+
 // InitSeed is the seed of a run's initial policy (checkpoint 0).
 func InitSeed(runSeed uint64) uint64 { return seed.Derive(tagInit, runSeed) }
 

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 // Policy is the model with its optimiser state. Sample, LogProb, Hash,
@@ -177,25 +179,9 @@ type Example struct {
 	Weight float64 `json:"weight"`
 }
 
-// UpdateStats describes one update; the objective and KL are measured at
-// the parameters before the step.
-type UpdateStats struct {
-	// Step is the policy's step after the update.
-	Step uint64 `json:"step"`
-	// Objective is L(θ), the weighted mean of A_i log π(τ_i) − β KL_i.
-	Objective float64 `json:"objective"`
-	// KL is the weighted mean of the per-trajectory KL estimate to the
-	// reference (0 when β = 0, since it is not computed).
-	KL float64 `json:"kl"`
-	// GradNorm is the Euclidean norm of ∇L before clipping.
-	GradNorm float64 `json:"grad_norm"`
-	// Clipped reports whether the gradient was rescaled to ClipNorm.
-	Clipped bool `json:"clipped"`
-	// WeightSum is Σ w_i.
-	WeightSum float64 `json:"weight_sum"`
-	// Trajectories counts the examples with a positive weight.
-	Trajectories int `json:"trajectories"`
-}
+// UpdateStats describes one update (the policy port's backend.UpdateStats);
+// the objective and KL are measured at the parameters before the step.
+type UpdateStats = backend.UpdateStats
 
 // Update applies one fused GRPO step on batch: it computes
 //

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wmrl/wmrl/internal/advantage"
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/debias"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
@@ -45,7 +47,11 @@ type Config struct {
 	Denoise   Denoise       `yaml:"denoise" json:"denoise"`
 	Advantage Advantage     `yaml:"advantage" json:"advantage"`
 	Policy    Policy        `yaml:"policy" json:"policy"`
-	Eval      Eval          `yaml:"eval" json:"eval"`
+	// WorldModel picks the world model's backend. Its JSON is left out
+	// when it is empty, so configurations written before it existed keep
+	// their recorded form.
+	WorldModel WorldModel `yaml:"world_model" json:"world_model,omitzero"`
+	Eval       Eval       `yaml:"eval" json:"eval"`
 
 	// ContinueAsNewEvery is K: the run workflow continues as new after K
 	// steps, so its history stays short.
@@ -99,9 +105,32 @@ type Advantage struct {
 
 // Policy configures the built-in policy and its optimiser.
 type Policy struct {
+	// Backend names the policy's backend (package backend's adapters):
+	// "" or "builtin", the only one today.
+	Backend      string  `yaml:"backend" json:"backend,omitempty"`
 	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
 	KLCoef       float64 `yaml:"kl_coef" json:"kl_coef"`
 	Hidden       int     `yaml:"hidden" json:"hidden"`
+}
+
+// WorldModel configures the world model.
+type WorldModel struct {
+	// Backend names the world model's backend: "" or "builtin" (the
+	// frozen built-in model, or the artefact the worker was given with
+	// --world-model), the only one today.
+	Backend string `yaml:"backend" json:"backend,omitempty"`
+}
+
+// Backends lists the valid values of policy.backend and world_model.backend
+// ("" means backend.Builtin).
+func Backends() []string { return []string{backend.Builtin} }
+
+// checkBackend checks a backend name field.
+func checkBackend(path, name string) error {
+	if name == "" || slices.Contains(Backends(), name) {
+		return nil
+	}
+	return bad(path, "must be one of %q (empty means %q), got %q", Backends(), backend.Builtin, name)
 }
 
 // Eval configures the held-out evaluation (avg@Samples by real execution).
@@ -556,6 +585,8 @@ func (c Config) checks() []func() error {
 			return nil
 		},
 		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
+		func() error { return checkBackend("policy.backend", c.Policy.Backend) },
+		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend) },
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },

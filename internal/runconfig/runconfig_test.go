@@ -127,6 +127,8 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Policy.LearningRate = 0 }, "policy.learning_rate:"},
 		{func(c *Config) { c.Policy.KLCoef = -1 }, "policy.kl_coef:"},
 		{func(c *Config) { c.Policy.Hidden = 0 }, "policy.hidden:"},
+		{func(c *Config) { c.Policy.Backend = "tinker" }, "policy.backend:"},
+		{func(c *Config) { c.WorldModel.Backend = "openai" }, "world_model.backend:"},
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},

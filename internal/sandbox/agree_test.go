@@ -91,7 +91,7 @@ func TestBackstopKill(t *testing.T) {
 			if res.Status != executor.StatusTimeout || !strings.Contains(res.Detail, "did not stop itself") {
 				t.Errorf("deaf executor: %+v, want a timeout by the sandbox's kill", res)
 			}
-			if kill := lim.killAfter().Seconds(); res.WallSeconds < kill-0.05 || res.WallSeconds > kill+3 {
+			if kill := killAfter(lim).Seconds(); res.WallSeconds < kill-0.05 || res.WallSeconds > kill+3 {
 				t.Errorf("killed after %.2fs, want about %.2fs", res.WallSeconds, kill)
 			}
 		})
@@ -153,7 +153,7 @@ func TestProcessPreflight(t *testing.T) {
 		t.Errorf("Preflight(%v CPUs) = %v, want %q", lim.CPUs, err, want)
 	}
 	lim = testLimits()
-	lim.MemoryBytes = maxMemoryBytes
+	lim.MemoryBytes = 1 << 40 // the largest limit Check accepts
 	if err := p.Preflight(ctx, lim); !errors.As(err, &le) || !strings.Contains(err.Error(), "MiB of this machine") {
 		t.Errorf("Preflight(1 TiB) = %v", err)
 	}

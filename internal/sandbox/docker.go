@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -41,7 +42,7 @@ import (
 //     own clock from when it has read its job (executor.Reporter), so the
 //     container's start-up does not count, exactly as in the process
 //     sandbox; as a backstop the container is killed (SIGKILL) a little
-//     past the deadline (Limits.killAfter, from the container's start);
+//     past the deadline (killAfter, from the container's start);
 //   - the container (named "wmrl-" and a random suffix) is removed after
 //     every execution, on every path, also when its creation seemed to
 //     fail (the engine may have made it before its answer was lost). A
@@ -275,10 +276,10 @@ func (d *Docker) Preflight(ctx context.Context, l Limits) error {
 	}
 	var errs []error
 	if l.CPUs > float64(info.NCPU) {
-		errs = append(errs, cpusError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
+		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
 	}
 	if l.MemoryBytes > info.MemTotal {
-		errs = append(errs, memoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
+		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
 	}
 	if !info.MemoryLimit {
 		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
@@ -339,7 +340,7 @@ func (d *Docker) containerConfig(lim Limits) (*container.Config, *container.Host
 			LabelSandbox: "1",
 			LabelOwner:   d.owner,
 			LabelDeadline: strconv.FormatInt(
-				time.Now().Add(lim.killAfter()+d.KillGrace+removeGrace).Unix(), 10),
+				time.Now().Add(killAfter(lim)+d.KillGrace+removeGrace).Unix(), 10),
 		},
 	}
 	hc := &container.HostConfig{
@@ -386,7 +387,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return executor.Result{}, fmt.Errorf("start container: %w", err)
 	}
-	timer := time.NewTimer(lim.killAfter())
+	timer := time.NewTimer(killAfter(lim))
 	defer timer.Stop()
 
 	go func() {
@@ -450,7 +451,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	if err != nil {
 		return executor.Result{}, fmt.Errorf("inspect container: %w", err)
 	}
-	wall := lim.killAfter().Seconds()
+	wall := killAfter(lim).Seconds()
 	if st := info.State; st != nil {
 		e.code = st.ExitCode
 		e.oomKilled = st.OOMKilled

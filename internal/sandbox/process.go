@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -23,7 +24,7 @@ import (
 //   - deadline: the executor stops itself at the deadline, measured on its
 //     own clock from when it has read its job (executor.Reporter). As a
 //     backstop the child leads its own process group, which is killed with
-//     SIGKILL a little past the deadline (Limits.killAfter, from the start
+//     SIGKILL a little past the deadline (killAfter, from the start
 //     of the child), so nothing it started survives. The child also dies
 //     with SIGKILL if the worker thread that started it dies (Pdeathsig),
 //     and carries an RLIMIT_CPU backstop.
@@ -109,13 +110,13 @@ func (p *Process) Preflight(ctx context.Context, l Limits) error {
 	}
 	var errs []error
 	if n := runtime.NumCPU(); l.CPUs > float64(n) {
-		errs = append(errs, cpusError(l.CPUs, "exceeds the %d CPUs of this machine (process sandbox)", n))
+		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of this machine (process sandbox)", n))
 	}
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err != nil {
 		errs = append(errs, fmt.Errorf("process sandbox: read physical memory: %w", err))
 	} else if total := int64(si.Totalram) * int64(si.Unit); l.MemoryBytes > total {
-		errs = append(errs, memoryError(l.MemoryBytes, "exceeds the %d MiB of this machine (process sandbox)", total>>20))
+		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of this machine (process sandbox)", total>>20))
 	}
 	if st, err := os.Stat(p.Binary); err != nil {
 		errs = append(errs, fmt.Errorf("process sandbox: executor binary: %w", err))
@@ -130,7 +131,7 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	if err := req.Limits.Check(); err != nil {
 		return executor.Result{}, fmt.Errorf("process sandbox: %w", err)
 	}
-	run, cancel := context.WithTimeout(ctx, req.Limits.killAfter())
+	run, cancel := context.WithTimeout(ctx, killAfter(req.Limits))
 	defer cancel()
 
 	setup := p.setupFor(req.Limits)

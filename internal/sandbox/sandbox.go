@@ -3,13 +3,11 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -28,119 +26,21 @@ type Sandbox interface {
 	Preflight(ctx context.Context, l Limits) error
 }
 
-// Limits bound one execution.
-type Limits struct {
-	MemoryBytes int64   `json:"memory_bytes"` // resident memory of the executor
-	CPUs        float64 `json:"cpus"`         // CPU cores (fractions allowed in Docker)
-	Pids        int64   `json:"pids"`         // processes and threads
-	// Deadline bounds the evaluation on the executor's own clock, from
-	// when it has read its job to when its result is ready
-	// (executor.Reporter); sandbox start-up does not count. A sandbox
-	// kills an executor that has not stopped itself a little later
-	// (killAfter).
-	Deadline time.Duration `json:"deadline"`
-}
+// Limits bound one execution: the grader port's limits
+// (backend.Limits), which the activity requests carry.
+type Limits = backend.Limits
+
+// LimitError is a limit that cannot be met (backend.LimitError).
+type LimitError = backend.LimitError
 
 // DefaultLimits suit one suite execution on a laptop.
-func DefaultLimits() Limits {
-	return Limits{MemoryBytes: 512 << 20, CPUs: 1, Pids: 64, Deadline: 30 * time.Second}
-}
-
-// Static bounds of the limits, whatever the machine.
-const (
-	minMemoryBytes = 32 << 20 // the executor's runtime and a small job
-	maxMemoryBytes = 1 << 40  // runconfig's bound on sandbox.memory_mb
-	// minCPUs is the smallest CPU quota Docker accepts.
-	minCPUs = 0.01
-	// maxCPUs bounds GOMAXPROCS = ceil(CPUs), which the Go runtime
-	// allocates for before the executor can limit itself: GOMAXPROCS=1e9
-	// makes it map 8 GB at start-up and never reach main.
-	maxCPUs     = 1024
-	minPids     = 8       // the Go runtime needs threads
-	maxPids     = 1 << 22 // Linux's largest pid_max
-	maxDeadline = 24 * time.Hour
-)
-
-// Run-config fields (runconfig.Sandbox's YAML keys) that limit errors name.
-// Pids is not in the run config (it keeps DefaultLimits' value); wmrl exec
-// sets it with --pids.
-const (
-	fieldMemory   = "sandbox.memory_mb"
-	fieldCPUs     = "sandbox.cpus"
-	fieldPids     = "sandbox.pids"
-	fieldDeadline = "sandbox.deadline_seconds"
-)
-
-// LimitError is a limit that cannot be met: the configuration's fault, not
-// the sandbox's, so retrying does not help. Its message names the
-// run-config field and the value as the user wrote it, e.g.
-// "sandbox.cpus: 4 exceeds the 2 CPUs of the Docker engine".
-type LimitError struct {
-	Field  string // "sandbox.cpus", "sandbox.memory_mb", "sandbox.deadline_seconds" or "sandbox.pids"
-	Value  string // in the field's unit: cores, MiB, seconds, count
-	Reason string
-}
-
-func (e *LimitError) Error() string { return e.Field + ": " + e.Value + " " + e.Reason }
-
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
-func memoryError(b int64, format string, args ...any) *LimitError {
-	mib := strconv.FormatFloat(float64(b)/(1<<20), 'f', -1, 64)
-	return &LimitError{Field: fieldMemory, Value: mib, Reason: fmt.Sprintf(format, args...)}
-}
-
-func cpusError(c float64, format string, args ...any) *LimitError {
-	return &LimitError{Field: fieldCPUs, Value: formatFloat(c), Reason: fmt.Sprintf(format, args...)}
-}
-
-func pidsError(n int64, format string, args ...any) *LimitError {
-	return &LimitError{Field: fieldPids, Value: strconv.FormatInt(n, 10), Reason: fmt.Sprintf(format, args...)}
-}
-
-func deadlineError(d time.Duration, format string, args ...any) *LimitError {
-	return &LimitError{Field: fieldDeadline, Value: formatFloat(d.Seconds()), Reason: fmt.Sprintf(format, args...)}
-}
-
-// Check reports whether every limit is set and within the static bounds,
-// whatever the machine (Preflight also checks the machine). The error
-// joins one *LimitError per bad limit.
-func (l Limits) Check() error {
-	var errs []error
-	switch {
-	case l.MemoryBytes < minMemoryBytes:
-		errs = append(errs, memoryError(l.MemoryBytes, "is below the minimum of %d", minMemoryBytes>>20))
-	case l.MemoryBytes > maxMemoryBytes:
-		errs = append(errs, memoryError(l.MemoryBytes, "exceeds the maximum of %d", maxMemoryBytes>>20))
-	}
-	switch {
-	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) || l.CPUs <= 0:
-		errs = append(errs, cpusError(l.CPUs, "is not a positive number"))
-	case l.CPUs < minCPUs:
-		errs = append(errs, cpusError(l.CPUs, "is below the minimum of %v", minCPUs))
-	case l.CPUs > maxCPUs:
-		errs = append(errs, cpusError(l.CPUs, "exceeds the maximum of %d", maxCPUs))
-	}
-	switch {
-	case l.Pids < minPids:
-		errs = append(errs, pidsError(l.Pids, "is below the minimum of %d (the Go runtime needs threads)", minPids))
-	case l.Pids > maxPids:
-		errs = append(errs, pidsError(l.Pids, "exceeds the maximum of %d", maxPids))
-	}
-	switch {
-	case l.Deadline <= 0:
-		errs = append(errs, deadlineError(l.Deadline, "is not positive"))
-	case l.Deadline > maxDeadline:
-		errs = append(errs, deadlineError(l.Deadline, "exceeds the maximum of %v", maxDeadline.Seconds()))
-	}
-	return errors.Join(errs...)
-}
+func DefaultLimits() Limits { return backend.DefaultLimits() }
 
 // killAfter is how long a sandbox lets an executor run, on its own clock
 // from the executor's start, before killing it: the deadline, which the
 // executor enforces itself, plus a margin for the job's transfer and the
 // executor's start-up. A kill is a backstop, classified as a timeout.
-func (l Limits) killAfter() time.Duration {
+func killAfter(l Limits) time.Duration {
 	return l.Deadline + time.Second + l.Deadline/10
 }
 

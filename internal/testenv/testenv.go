@@ -132,7 +132,7 @@ var smallSuite = sync.OnceValues(func() (*suite.Suite, error) {
 // of 150 to 250 rows and at most 6 features, leaderboards of 6 programs.
 func SmallSuite() (*suite.Suite, error) { return smallSuite() }
 
-// Suites serves SmallSuite for SuiteSeed (it satisfies activities.Suites).
+// Suites serves SmallSuite for SuiteSeed (it satisfies builtin.Suites).
 type Suites struct{}
 
 // Suite returns the small suite, or an error for any other seed.

@@ -44,6 +44,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -175,14 +176,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	acts := &activities.Activities{Store: st, Suites: &activities.SuiteCache{Load: suite.Load}, DataDir: o.dataDir,
-		RunsKey: deployenv.RunsKey(o.namespace, dep.Database, dep.ID)}
-	su, err := acts.Suites.Suite(ctx, suite.DefaultSeed)
+	acts := &activities.Activities{Store: st, DataDir: o.dataDir, RunsKey: deployenv.RunsKey(o.namespace, dep.Database, dep.ID)}
+	suites := &builtin.SuiteCache{Load: suite.Load}
+	su, err := suites.Suite(ctx, suite.DefaultSeed)
 	if err != nil {
 		return err
 	}
 	heldOutTasks := len(su.Split(suite.HeldOut))
-	if acts.WorldModel, err = worldmodel.Default(); err != nil {
+	wm, err := worldmodel.Default()
+	if err != nil {
 		return err
 	}
 	bin, err := sandbox.FindExecutor(o.executor)
@@ -194,7 +196,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer closeSB()
-	acts.Sandbox, o.sandboxKind = sb, kind
+	b := builtin.New(suites, wm, sb)
+	acts.Tasks, acts.Policy, acts.WorldModel, acts.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
+	o.sandboxKind = kind
 
 	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace, Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
 	if err != nil {

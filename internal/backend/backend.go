@@ -1,0 +1,52 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Builtin is the name of the built-in backend (package builtin), the only
+// value of policy.backend and world_model.backend today; "" means Builtin.
+const Builtin = "builtin"
+
+// PermanentError is an error retrying cannot repair: the activity that gets
+// it fails for good (a non-retryable application error) with its message.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent (nil stays nil).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is, or wraps, a *PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// SampleKey is the idempotency key of one trajectory (run, step, group,
+// sample), as store.Key prints it, or of a whole group with sample -1.
+func SampleKey(run string, step, group, sample int) string {
+	if sample < 0 {
+		return fmt.Sprintf("%s/step-%d/group-%d", run, step, group)
+	}
+	return fmt.Sprintf("%s/step-%d/group-%d/sample-%d", run, step, group, sample)
+}
+
+// StepKey is the idempotency key of a step's update (run, step).
+func StepKey(run string, step int) string { return fmt.Sprintf("%s/step-%d", run, step) }
+
+// EvalKey is the idempotency key of one held-out sample (run, checkpoint
+// version, task, sample), or of a task's samples with sample -1.
+func EvalKey(run string, version int, task string, sample int) string {
+	if sample < 0 {
+		return fmt.Sprintf("%s/eval-%d/%s", run, version, task)
+	}
+	return fmt.Sprintf("%s/eval-%d/%s/sample-%d", run, version, task, sample)
+}

@@ -1,0 +1,163 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/fusion"
+	"github.com/wmrl/wmrl/internal/policy"
+)
+
+// Policy is the built-in autoregressive policy as a backend.Policy. Its
+// checkpoints are files (policy.Save) named by Checkpoint.Location; the few
+// most recently used are kept in memory. It is safe for concurrent use.
+type Policy struct {
+	Tasks *Tasks
+
+	mu     sync.Mutex
+	recent []cachedPolicy // most recently used last
+}
+
+var _ backend.Policy = (*Policy)(nil)
+
+type cachedPolicy struct {
+	path, hash string
+	p          *policy.Policy
+}
+
+// keep is how many checkpoints Policy keeps in memory.
+const keep = 4
+
+// PolicyConfig is the built-in policy's configuration for a run's settings
+// and a task feature length.
+func PolicyConfig(s backend.PolicySettings, cardDim int) policy.Config {
+	c := policy.DefaultConfig(policy.ProgramGrammar{}, cardDim)
+	c.Hidden = s.Hidden
+	c.LearningRate = s.LearningRate
+	c.KLCoef = s.KLCoef
+	return c
+}
+
+// Init writes checkpoint 0, sized to the suite's training tasks, to req.Dir.
+func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Checkpoint, error) {
+	train, err := p.Tasks.Tasks(ctx, req.Suite, backend.Train)
+	if err != nil {
+		return backend.Checkpoint{}, err
+	}
+	if len(train) == 0 {
+		return backend.Checkpoint{}, backend.Permanent(fmt.Errorf("suite %d has no training tasks", req.Suite))
+	}
+	pol, err := policy.Init(PolicyConfig(req.Settings, len(train[0].Features)), policy.ProgramGrammar{}, req.Seed)
+	if err != nil {
+		return backend.Checkpoint{}, backend.Permanent(err)
+	}
+	return save(pol, req.Dir)
+}
+
+func save(pol *policy.Policy, dir string) (backend.Checkpoint, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return backend.Checkpoint{}, fmt.Errorf("create %s: %w", dir, err)
+	}
+	path, err := pol.Save(dir)
+	if err != nil {
+		return backend.Checkpoint{}, err
+	}
+	return backend.Checkpoint{Version: int(pol.Step()), Hash: pol.Hash(), Location: path}, nil
+}
+
+// Sample draws one program per seed from the task's features.
+func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backend.Completion, error) {
+	pol, err := p.load(req.Run, req.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.Completion, len(req.Seeds))
+	for i, seed := range req.Seeds {
+		s, text, err := pol.SampleProgram(req.Task.Features, seed)
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		out[i] = backend.Completion{Text: text, Tokens: s.Tokens}
+	}
+	return out, nil
+}
+
+// Update applies one fused step to a copy of the base checkpoint
+// (fusion.Examples re-encodes each program's text) and writes the result
+// to req.Dir.
+func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend.Checkpoint, backend.UpdateStats, error) {
+	base, err := p.load(req.Run, req.Base)
+	if err != nil {
+		return backend.Checkpoint{}, backend.UpdateStats{}, err
+	}
+	if int(base.Step()) != req.Base.Version {
+		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(
+			fmt.Errorf("checkpoint %d holds a policy after %d updates", req.Base.Version, base.Step()))
+	}
+	batch := fusion.Batch{Run: req.Run, Step: req.Step, Items: make([]fusion.BatchItem, len(req.Batch))}
+	cards := map[string][]float64{}
+	for i, d := range req.Batch {
+		batch.Items[i] = fusion.BatchItem{Group: d.Group, Sample: d.Sample, TaskID: d.Task.ID, Program: d.Text,
+			Advantage: d.Advantage, Weight: d.Weight}
+		cards[d.Task.ID] = d.Task.Features
+	}
+	examples, err := fusion.Examples(batch, func(id string) ([]float64, error) { return cards[id], nil })
+	if err != nil {
+		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(err)
+	}
+	next := base.Clone()
+	stats, err := next.Update(examples)
+	if err != nil {
+		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: %w", req.Step, err))
+	}
+	ck, err := save(next, req.Dir)
+	if err != nil {
+		return backend.Checkpoint{}, backend.UpdateStats{}, err
+	}
+	return ck, stats, nil
+}
+
+// load returns the policy of a checkpoint, verified against its hash.
+// Callers must not modify it (Update works on a Clone).
+func (p *Policy) load(run string, c backend.Checkpoint) (*policy.Policy, error) {
+	p.mu.Lock()
+	for i, cp := range p.recent {
+		if cp.path == c.Location && cp.hash == c.Hash {
+			p.recent = append(append(p.recent[:i:i], p.recent[i+1:]...), cp)
+			p.mu.Unlock()
+			return cp.p, nil
+		}
+	}
+	p.mu.Unlock()
+	// A checkpoint file is written once, atomically (a synced temporary
+	// file renamed into place), before its hash is recorded, and nothing
+	// rewrites a recorded version: a reader sees the whole file or none of
+	// it. A file that does not decode, or decodes to another hash, was
+	// damaged or overwritten afterwards (by another deployment sharing the
+	// data directory, say); retrying cannot repair it, so the step fails
+	// instead of retrying for ever. A missing file stays retryable: a
+	// shared volume may not be mounted yet.
+	pol, err := policy.Load(c.Location, policy.ProgramGrammar{})
+	if errors.Is(err, policy.ErrCorrupt) {
+		return nil, backend.Permanent(fmt.Errorf("checkpoint %d of run %s is unusable (%w): the run cannot go on from it", c.Version, run, err))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if h := pol.Hash(); h != c.Hash {
+		return nil, backend.Permanent(fmt.Errorf("checkpoint %d of run %s: file %s has hash %s, Postgres records %s: "+
+			"the file was overwritten (by another run or deployment sharing the data directory?) and the run cannot go on from it",
+			c.Version, run, c.Location, h, c.Hash))
+	}
+	p.mu.Lock()
+	p.recent = append(p.recent, cachedPolicy{path: c.Location, hash: c.Hash, p: pol})
+	if len(p.recent) > keep {
+		p.recent = p.recent[1:]
+	}
+	p.mu.Unlock()
+	return pol, nil
+}

@@ -1,0 +1,141 @@
+package backend
+
+import "context"
+
+// Checkpoint is one version of a run's policy, as the activities record it
+// in Postgres.
+type Checkpoint struct {
+	// Version is the number of updates applied since Init.
+	Version int
+	// Hash is the checkpoint's content hash: the adapter computes it, and
+	// refuses (with a *PermanentError) a checkpoint whose content no longer
+	// matches the hash recorded for it.
+	Hash string
+	// Location is where the adapter keeps it: a file (built-in), a sampler
+	// path of a remote training service.
+	Location string
+}
+
+// PolicySettings are the run's policy settings (the run config's policy
+// section). An adapter ignores the ones it has no use for.
+type PolicySettings struct {
+	LearningRate float64
+	KLCoef       float64
+	// Hidden is the built-in policy's hidden width.
+	Hidden int
+}
+
+// InitRequest asks for checkpoint 0 of a run.
+type InitRequest struct {
+	Run string
+	// Suite is the run's suite: the built-in policy sizes its input to
+	// the suite's task features.
+	Suite    uint64
+	Seed     uint64 // the initial policy's seed (plan.InitSeed)
+	Settings PolicySettings
+	// Dir is the run's checkpoint directory, where an adapter that keeps
+	// checkpoints in files writes them; others ignore it.
+	Dir string
+}
+
+// SampleRequest asks for len(Seeds) completions of one task's prompt.
+type SampleRequest struct {
+	Run        string // for messages
+	Checkpoint Checkpoint
+	Task       Task
+	// Seeds has one seed per completion (plan's per-sample seeds). The
+	// same checkpoint, task and seeds must give the same completions: a
+	// retried Generate stores the same trajectories. An adapter whose
+	// service takes one seed and a number of samples derives its seed from
+	// Seeds (Seeds[0] with len(Seeds) samples), which the service must
+	// honour deterministically.
+	Seeds []uint64
+	// Key is the group's idempotency key (SampleKey with sample -1).
+	Key string
+}
+
+// Completion is one sampled solution.
+type Completion struct {
+	// Text is the solution as the world model and the grader see it.
+	Text string
+	// Tokens are its token ids and LogProbs the sampling logprob of each,
+	// when the backend has them (a remote policy needs them for its
+	// update); the built-in policy gives its program tokens and no
+	// LogProbs. len(LogProbs) is 0 or len(Tokens).
+	Tokens   []int
+	LogProbs []float64
+}
+
+// Datum is one trajectory of a fused batch.
+type Datum struct {
+	Task   Task
+	Group  int
+	Sample int
+	Text   string
+	// Tokens and LogProbs are the completion's, when it had them (see
+	// Completion); the built-in policy re-encodes Text.
+	Tokens   []int
+	LogProbs []float64
+	// Advantage is A_i and Weight the normalised fusion weight W_i
+	// (docs/design.md, "GRPO advantages and the fused update"): the update
+	// ascends Σ_i W_i A_i ∇log π(τ_i), per token of the completion.
+	Advantage float64
+	Weight    float64
+}
+
+// UpdateRequest asks for the checkpoint after one update of Base.
+type UpdateRequest struct {
+	Run  string
+	Step int
+	// Base is checkpoint Step (Version == Step).
+	Base Checkpoint
+	// Batch is the step's fused batch, in (group, sample) order, every
+	// trajectory with its weight (0 for ungraded ones). When every weight
+	// is 0 the update is a zero-gradient step that still advances the
+	// version.
+	Batch []Datum
+	// Settings are the run's policy settings (a remote optimiser step
+	// needs the learning rate; the built-in policy keeps its own in the
+	// checkpoint).
+	Settings PolicySettings
+	// Dir is where an adapter keeping files writes the new checkpoint.
+	Dir string
+	// Key is the step's idempotency key (StepKey): a remote adapter must
+	// apply one optimiser step per key, however often it is retried.
+	Key string
+}
+
+// UpdateStats describe one update; the objective and KL are measured at the
+// parameters before the step.
+type UpdateStats struct {
+	// Step is the policy's step after the update.
+	Step uint64 `json:"step"`
+	// Objective is L(θ), the weighted mean of A_i log π(τ_i) − β KL_i.
+	Objective float64 `json:"objective"`
+	// KL is the weighted mean of the per-trajectory KL estimate to the
+	// reference (0 when β = 0, since it is not computed).
+	KL float64 `json:"kl"`
+	// GradNorm is the Euclidean norm of ∇L before clipping.
+	GradNorm float64 `json:"grad_norm"`
+	// Clipped reports whether the gradient was rescaled to ClipNorm.
+	Clipped bool `json:"clipped"`
+	// WeightSum is Σ w_i.
+	WeightSum float64 `json:"weight_sum"`
+	// Trajectories counts the examples with a positive weight.
+	Trajectories int `json:"trajectories"`
+}
+
+// Policy samples solutions and learns from fused batches. Every method is
+// a deterministic function of its request: the same seeds and batch give the
+// same completions and the same next checkpoint (same Hash), so that a run
+// and its replay, or a retried activity, agree.
+type Policy interface {
+	// Init returns checkpoint 0 of a run, a function of the seed and the
+	// settings.
+	Init(ctx context.Context, req InitRequest) (Checkpoint, error)
+	// Sample returns len(req.Seeds) completions, completion i from seed i.
+	Sample(ctx context.Context, req SampleRequest) ([]Completion, error)
+	// Update returns checkpoint Base.Version+1. It never changes Base: a
+	// retry recomputes the same next checkpoint from Base.
+	Update(ctx context.Context, req UpdateRequest) (Checkpoint, UpdateStats, error)
+}

@@ -1,0 +1,32 @@
+package backend
+
+import "context"
+
+// ScoreItem is one (task, solution) pair to score.
+type ScoreItem struct {
+	Task     Task
+	Solution string
+	// Key is the trajectory's idempotency key (SampleKey), for messages
+	// and request ids.
+	Key string
+}
+
+// Prediction is the world model's score of one pair.
+type Prediction struct {
+	// Graded is false when the model gave no usable score (an LLM's
+	// unparsable answer): the trajectory keeps no r_wm and is left out of
+	// the advantages, the anchor pairs and s², never scored 0.
+	Graded bool
+	// Score is r_wm in [0,1], when Graded.
+	Score float64
+}
+
+// WorldModel predicts the execution score of solutions without running them.
+type WorldModel interface {
+	// Score returns one prediction per item, in order. A frozen model
+	// returns the same predictions for the same items (the activities store
+	// r_wm once; a retry must not change it). A failure to reach the model
+	// is an error; an answer the model gave but that holds no score is an
+	// ungraded Prediction.
+	Score(ctx context.Context, items []ScoreItem) ([]Prediction, error)
+}

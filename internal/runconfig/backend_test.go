@@ -1,0 +1,50 @@
+package runconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The backend fields accept "" and "builtin", refuse anything else naming
+// the field and the valid values, and are left out of the JSON when empty,
+// so that recorded workflow inputs keep their bytes.
+func TestBackendFields(t *testing.T) {
+	for _, tt := range []struct {
+		give string
+		want string // "" when valid, else the error's prefix
+	}{
+		{"steps: 3\n", ""},
+		{"policy:\n  backend: builtin\nworld_model:\n  backend: builtin\n", ""},
+		{"policy:\n  backend: tinker\n", `must be one of ["builtin"] (empty means "builtin"), got "tinker"`},
+		{"world_model:\n  backend: openai\n", `must be one of ["builtin"] (empty means "builtin"), got "openai"`},
+		{"world_model:\n  model: x\n", "model"},
+	} {
+		_, err := Parse(Default(), []byte(tt.give))
+		if tt.want == "" && err != nil {
+			t.Errorf("Parse(%q) = %v", tt.give, err)
+		}
+		if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) ||
+			!strings.HasPrefix(err.Error(), strings.SplitN(tt.give, ":", 2)[0])) {
+			t.Errorf("Parse(%q) = %v, want %q", tt.give, err, tt.want)
+		}
+	}
+	b, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("backend")) || bytes.Contains(b, []byte("world_model")) {
+		t.Errorf("default config JSON names a backend: %s", b)
+	}
+	c := Default()
+	c.Policy.Backend, c.WorldModel.Backend = "builtin", "builtin"
+	b, err = json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || back.Policy.Backend != "builtin" || back.WorldModel.Backend != "builtin" {
+		t.Errorf("round trip of %s = %+v, %v", b, back, err)
+	}
+}
