@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -52,8 +53,8 @@ func TestDemoHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Activities{Store: testenv.FreshStore(t), Suites: &SuiteCache{Load: suite.Load}, WorldModel: wm,
-		Sandbox: &testenv.InProcess{}, DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
+	a := &Activities{Store: testenv.FreshStore(t), DataDir: t.TempDir(), RunsKey: deployenv.RunsKey("test", "db", "0123456789ab")}
+	setBuiltin(a, &builtin.SuiteCache{Load: suite.Load}, wm, &testenv.InProcess{})
 	t.Logf("mode %s, denoise %+v", cfg.Mode, cfg.DenoiseConfig())
 	hashes := driveRun(t, a, "demo", cfg)
 	for v, h := range hashes {
