@@ -106,8 +106,11 @@ type edge struct {
 }
 
 // AnalyzeStep measures a closed workflow execution's history: wall time,
-// time inside activities and the overhead around them.
-func AnalyzeStep(events []*historypb.HistoryEvent) (StepStats, error) {
+// time inside activities and the overhead around them. local are the
+// execution's local activities' spans (measured by the worker, since the
+// history holds only their markers): time inside them counts as activity
+// time, each a phase "<name> (local)".
+func AnalyzeStep(events []*historypb.HistoryEvent, local ...LocalSpan) (StepStats, error) {
 	var st StepStats
 	if len(events) == 0 {
 		return st, fmt.Errorf("empty history")
@@ -220,6 +223,25 @@ func AnalyzeStep(events []*historypb.HistoryEvent) (StepStats, error) {
 			if s, ok := wftScheduled[id]; ok {
 				addSpan(classWorkflowTask, s, at)
 			}
+		}
+	}
+	for _, l := range local {
+		addSpan(classActivity, l.Start, l.End)
+		running = append(running, l.Interval)
+		name := l.Name + " (local)"
+		i := slices.IndexFunc(st.Phases, func(p Phase) bool { return p.Name == name })
+		if i < 0 {
+			i = len(st.Phases)
+			st.Phases = append(st.Phases, Phase{Name: name})
+		}
+		ph := &st.Phases[i]
+		ph.Count++
+		ph.intervals = append(ph.intervals, l.Interval)
+		if ph.First.IsZero() || l.Start.Before(ph.First) {
+			ph.First = l.Start
+		}
+		if l.End.After(ph.Last) {
+			ph.Last = l.End
 		}
 	}
 	st.InActivities = Union(clip(running, begin, end))

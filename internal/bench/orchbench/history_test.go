@@ -112,6 +112,7 @@ func TestAnalyzeStep(t *testing.T) {
 	tests := []struct {
 		name   string
 		build  func(h *hist)
+		local  []LocalSpan
 		want   want
 		phases []phase
 	}{
@@ -159,6 +160,24 @@ func TestAnalyzeStep(t *testing.T) {
 			phases: []phase{{"A", 3, dur(80)}, {"B", 1, dur(10)}},
 		},
 		{
+			// The "one activity" history, with a local activity running
+			// 62-68 inside the last workflow task (60-70): those 6 ms are
+			// activity time, not workflow-task overhead.
+			name: "local activity",
+			build: func(h *hist) {
+				h.add(0, enums.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, nil)
+				h.wft(5, 8, 15)
+				a := h.schedule(15, "A")
+				h.run(a, 20, 60)
+				h.wft(60, 62, 70)
+				h.add(75, enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, nil)
+			},
+			local: []LocalSpan{{Name: "L", Interval: Interval{t0.Add(dur(62)), t0.Add(dur(68))}}},
+			want: want{wall: dur(75), in: dur(46), queue: dur(5), wft: dur(14), wftQueued: dur(5), other: dur(10),
+				schedToStart: dur(5), maxSched: dur(5), activities: 1, events: 11},
+			phases: []phase{{"A", 1, dur(40)}, {"L (local)", 1, dur(6)}},
+		},
+		{
 			// A failed activity counts as time inside an activity; the
 			// workflow schedules another one 20 ms after it failed, a gap
 			// with nothing pending (other).
@@ -179,7 +198,7 @@ func TestAnalyzeStep(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var h hist
 			tt.build(&h)
-			got, err := AnalyzeStep(h.events)
+			got, err := AnalyzeStep(h.events, tt.local...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,6 +40,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
@@ -208,7 +209,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := namespace.Ensure(ctx, c, o.namespace, 24*time.Hour, workflows.SearchAttributes()); err != nil {
 		return err
 	}
-	stop, err := startWorkers(c, acts, o.pollers)
+	local := &localSpans{}
+	stop, err := startWorkers(c, acts, o.pollers, local)
 	if err != nil {
 		return err
 	}
@@ -222,7 +224,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.address, o.namespace, o.sandboxKind, o.steps, o.k, par, o.pollers, time.Now().UTC().Format(time.RFC3339))
 	var results []sizeResult
 	for _, sz := range o.sizes {
-		r, err := measure(ctx, c, o, sz)
+		r, err := measure(ctx, c, o, sz, local)
 		if err != nil {
 			return fmt.Errorf("size %s: %w", sz, err)
 		}
@@ -258,7 +260,7 @@ func openSandbox(ctx context.Context, kind, bin string) (sandbox.Sandbox, string
 
 // startWorkers serves every queue in this process, as `wmrl-worker` does
 // with its default --queues, and returns a function that stops them.
-func startWorkers(c client.Client, acts *activities.Activities, pollers int) (func(), error) {
+func startWorkers(c client.Client, acts *activities.Activities, pollers int, local *localSpans) (func(), error) {
 	var ws []worker.Worker
 	stop := func() {
 		for _, w := range ws {
@@ -267,7 +269,8 @@ func startWorkers(c client.Client, acts *activities.Activities, pollers int) (fu
 	}
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
-		w := worker.New(c, q, worker.Options{MaxConcurrentActivityTaskPollers: pollers})
+		w := worker.New(c, q, worker.Options{MaxConcurrentActivityTaskPollers: pollers,
+			Interceptors: []interceptor.WorkerInterceptor{local.interceptor()}})
 		workflows.Register(w, q, acts)
 		if err := w.Start(); err != nil {
 			stop()
@@ -301,7 +304,7 @@ func benchConfig(o options, sz size) runconfig.Config {
 }
 
 // measure runs one run of size sz to its end and reads its histories.
-func measure(ctx context.Context, c client.Client, o options, sz size) (sizeResult, error) {
+func measure(ctx context.Context, c client.Client, o options, sz size, local *localSpans) (sizeResult, error) {
 	cfg := benchConfig(o, sz)
 	if err := cfg.Validate(); err != nil {
 		return sizeResult{}, err
@@ -327,7 +330,7 @@ func measure(ctx context.Context, c client.Client, o options, sz size) (sizeResu
 		if err != nil {
 			return r, err
 		}
-		ss, err := AnalyzeStep(h)
+		ss, err := AnalyzeStep(h, local.of(workflows.StepWorkflowID(r.runID, s))...)
 		if err != nil {
 			return r, fmt.Errorf("step %d: %w", s, err)
 		}
