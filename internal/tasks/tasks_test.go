@@ -321,3 +321,19 @@ func TestMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestTestdata: testdata/toy-binary, which the command tests import, holds
+// the files of validFiles.
+func TestTestdata(t *testing.T) {
+	got, err := Load(filepath.Join("testdata", "toy-binary"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Load(writeTask(t, t.TempDir(), validFiles()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != want.Hash {
+		t.Errorf("testdata/toy-binary hash %s, validFiles %s", got.Hash, want.Hash)
+	}
+}
