@@ -250,6 +250,9 @@ func (l *loader) walk() error {
 		if len(l.files) == MaxFiles {
 			return fmt.Errorf("task directory %s: more than %d files", l.dir, MaxFiles)
 		}
+		if info, err := d.Info(); err == nil && info.Size() > MaxBytes-total {
+			return fmt.Errorf("task directory %s: files larger than %d bytes together", l.dir, MaxBytes)
+		}
 		b, err := readMax(p, MaxBytes-total)
 		if err != nil {
 			return fmt.Errorf("task directory %s: %w", l.dir, err)

@@ -337,3 +337,20 @@ func TestTestdata(t *testing.T) {
 		t.Errorf("testdata/toy-binary hash %s, validFiles %s", got.Hash, want.Hash)
 	}
 }
+
+func TestLoadTooLarge(t *testing.T) {
+	dir := writeTask(t, t.TempDir(), validFiles())
+	// A sparse file: refused by its size, before it is read.
+	p := filepath.Join(dir, "public", "huge.bin")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(p, MaxBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "larger than 1073741824 bytes together") {
+		t.Fatalf("Load = %v", err)
+	}
+}
