@@ -287,21 +287,25 @@ func writeRealTask(w io.Writer, t *tasks.Task) error {
 	}
 	fmt.Fprintf(w, "hash      %s\n", t.Hash)
 	fmt.Fprintf(w, "dir       %s\n", t.Dir)
+	fmt.Fprintln(w, "\nfiles")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nfiles\t")
 	for _, f := range t.Files {
 		fmt.Fprintf(tw, "  %s\t%d bytes\n", f.Path, f.Size)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if len(t.Leaderboard) == 0 {
-		fmt.Fprintln(tw, "\nleaderboard: empty (the reference panel has not run)")
+		fmt.Fprintln(w, "\nleaderboard: empty (the reference panel has not run)")
 	} else {
-		fmt.Fprintf(tw, "\nleaderboard (%d solutions, best first)\t\n", len(t.Leaderboard))
+		fmt.Fprintf(w, "\nleaderboard (%d solutions, best first)\n", len(t.Leaderboard))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for i, e := range t.Leaderboard {
 			fmt.Fprintf(tw, "  %d\t%s\t%.6g\n", i+1, e.Solution, e.Score)
 		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(w, "\ndescription.md\n%s", t.Description)
 	if err == nil && !strings.HasSuffix(t.Description, "\n") {
