@@ -6,11 +6,19 @@
 # packages, imported into Docker with `docker import`.
 #
 # The tag is the first 16 hex digits of the SHA-256 of the inputs: this
-# script, the package list, the mirror and suite, and the candidate version of
-# every package in the dependency closure as the machine's apt lists resolve
-# it. When that tag already exists the script only prints it (a no-op; no
-# network). The full list of installed packages is kept in the image as
-# /etc/wmrl-packages.
+# script, the package list, the mirror and suite, and the version of every
+# package in the dependency closure in that suite, as the machine's apt lists
+# give it. When that tag already exists the script only prints it (a no-op;
+# no network, a few seconds). Otherwise it runs apt-get update first (so the
+# versions hashed are the mirror's), builds, and checks that debootstrap
+# installed exactly the versions hashed. The list of installed packages is
+# kept in the image as /etc/wmrl-packages.
+#
+# What the image leaves out: the C/C++ toolchain and Boost headers Debian's
+# scipy drags in through python3-pythran (a solution has no compiler), the
+# Python packages' test suites, docs, and the datasets scikit-learn bundles
+# (the real tasks of deploy/pytasks are made from them: a solution must not
+# look its test answers up). About 340 MB; the first build takes 4-7 minutes.
 #
 # The image's default user is nobody (65534:65534) and its working directory
 # /work; the sandbox that runs solutions in it (read-only root, tmpfs /work,
@@ -134,6 +142,18 @@ fi
 
 cache=${WMRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wmrl}
 work="$cache/pyimage/$hash"
+# One build of a tag at a time: a second call waits for the first, then
+# finds the tag.
+mkdir -p "$cache/pyimage"
+exec 9>"$work.lock"
+if ! flock -n 9; then
+	log "another pyimage.sh is building $tag; waiting for it"
+	flock 9
+fi
+if docker image inspect "$tag" >/dev/null 2>&1; then
+	echo "$tag"
+	exit 0
+fi
 # cleanup unmounts whatever an interrupted debootstrap left mounted in the
 # chroot (proc, sys) before removing the build directory, and never crosses
 # into another file system.
