@@ -27,6 +27,12 @@
 // only) it is the probability of the positive label, labels[1]; for a
 // regression metric (rmse, mae, r2) a finite number.
 //
+// Grade checks a solution's submission.csv as Load checks
+// sample_submission.csv (rows may come in any order) and scores it against
+// private/answers.csv with the task's metric (Score; scikit-learn's
+// definitions, checked against scikit-learn in the tests). It runs outside
+// the sandbox, which never sees private/.
+//
 // Load refuses a malformed task with an *Invalid listing every problem, each
 // naming its file, its field (a task.yaml field or a CSV column) and its
 // line where known: a missing or unknown field, a value out of bounds, a
