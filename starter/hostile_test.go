@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/cmdline"
+	"github.com/wmrl/wmrl/internal/tasks"
 )
 
 // TestHostileInput runs the real command tree on command lines a user (or
@@ -35,6 +36,11 @@ func TestHostileInput(t *testing.T) {
 	badMetric := copyTask(t, map[string]string{"task.yaml": strings.Replace(string(spec), "metric: roc_auc", "metric: f2", 1)})
 	leakyTest := copyTask(t, map[string]string{"public/test.csv": "id,x1,x2,label\n3,1.0,a,no\n4,2.0,b,yes\n"})
 	binarySpec := copyTask(t, map[string]string{"task.yaml": "\x00\xff\xfe"})
+	imported := t.TempDir()
+	if _, err := (tasks.Store{Dir: tasks.StoreDir(imported)}).Import(toyTask, false); err != nil {
+		t.Fatal(err)
+	}
+	withToy := "--data-dir=" + imported
 	tests := []struct {
 		name string
 		give []string
@@ -122,6 +128,14 @@ func TestHostileInput(t *testing.T) {
 		{"tasks show two", []string{"tasks", "show", "a", "b", data}, exitUsage, "show: accepts 1 arg(s), received 2"},
 		{"tasks list argument", []string{"tasks", "list", "x", data}, exitUsage, `unknown command "x" for "wmrl tasks list"`},
 		{"tasks list no data dir", []string{"tasks", "list", "--data-dir="}, exitUsage, "--data-dir: must not be empty"},
+		{"tasks grade no file", []string{"tasks", "grade", "toy-binary", data}, exitUsage, "grade: accepts 2 arg(s), received 1"},
+		{"tasks grade bad id", []string{"tasks", "grade", "a/b", "x.csv", data}, exitUsage, "ID: a-z"},
+		{"tasks grade unknown", []string{"tasks", "grade", "nothing", binary, data}, exitRuntime, "task nothing: no such task"},
+		{"tasks grade /dev/zero", []string{"tasks", "grade", "toy-binary", "/dev/zero", withToy}, exitRuntime, "submission: /dev/zero: larger than 67108864 bytes"},
+		{"tasks grade binary", []string{"tasks", "grade", "toy-binary", binary, withToy}, exitRuntime, "submission.csv: not UTF-8"},
+		{"tasks grade missing", []string{"tasks", "grade", "toy-binary", dir + "/none.csv", withToy}, exitRuntime, "no such file"},
+		{"tasks grade labels", []string{"tasks", "grade", "toy-binary", writeFile(t, "s.csv", "id,label\n3,no\n4,yes\n"), withToy}, exitRuntime,
+			`submission.csv: label: line 2: "no": want the probability of "yes", in [0, 1]`},
 		{"tasks unknown", []string{"tasks", "bogus"}, exitUsage, `unknown command "bogus" for "wmrl tasks"`},
 		// run configurations
 		{"run config /dev/zero", []string{"run", "--config", "/dev/zero", db}, exitRuntime, "read config: /dev/zero: larger than 1048576 bytes"},

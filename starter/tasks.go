@@ -46,7 +46,7 @@ scikit-learn and statsmodels packages ship.
 Imported tasks are kept in the data directory's tasks/, each under the
 SHA-256 of its files, so that what a run trained on can be read again.`,
 	}
-	cmd.AddCommand(newTasksImportCmd(), newTasksListCmd(), newTasksShowCmd())
+	cmd.AddCommand(newTasksImportCmd(), newTasksListCmd(), newTasksShowCmd(), newTasksGradeCmd())
 	return cmd
 }
 
@@ -312,4 +312,80 @@ func writeRealTask(w io.Writer, t *tasks.Task) error {
 		_, err = fmt.Fprintln(w)
 	}
 	return err
+}
+
+// maxSubmission bounds a submission file (a few columns per test row).
+const maxSubmission = 64 << 20
+
+// tasksGradeReport is wmrl tasks grade --json.
+type tasksGradeReport struct {
+	ID        string  `json:"id"`
+	Hash      string  `json:"hash"`
+	Metric    string  `json:"metric"`
+	Direction string  `json:"direction"`
+	Score     float64 `json:"score"`
+	// Rank is the submission's place among the leaderboard's solutions
+	// (1: better than or equal to every one); 0 when the leaderboard is
+	// empty.
+	Rank        int `json:"rank"`
+	Leaderboard int `json:"leaderboard"`
+}
+
+func newTasksGradeCmd() *cobra.Command {
+	var f tasksFlags
+	cmd := &cobra.Command{
+		Use:   "grade ID SUBMISSION.csv [--json]",
+		Short: "Score a submission against an imported task's private answers",
+		Long: `grade checks a submission (the columns of the task's sample_submission.csv,
+one row per test id, in any order) and scores it against the task's private
+answers with the task's metric, and places it on the task's leaderboard. A
+malformed submission is refused naming the column and the line.
+
+--json prints one object: id, hash, metric, direction, score, rank,
+leaderboard.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := tasks.CheckID(args[0]); err != nil {
+				return usagef("ID: %v", err)
+			}
+			s, err := f.store()
+			if err != nil {
+				return err
+			}
+			t, err := s.Get(args[0])
+			if err != nil {
+				return err
+			}
+			sub, err := readFileMax(args[1], maxSubmission)
+			if err != nil {
+				return fmt.Errorf("submission: %w", err)
+			}
+			score, err := t.Grade(sub)
+			if err != nil {
+				return fmt.Errorf("submission %s: %w", args[1], err)
+			}
+			r := tasksGradeReport{ID: t.Spec.ID, Hash: t.Hash, Metric: string(t.Spec.Metric),
+				Direction: string(t.Spec.Direction), Score: score, Leaderboard: len(t.Leaderboard)}
+			if len(t.Leaderboard) > 0 {
+				r.Rank = 1
+				for _, e := range t.Leaderboard {
+					if t.Spec.Direction.Better(e.Score, score) {
+						r.Rank++
+					}
+				}
+			}
+			out := cmd.OutOrStdout()
+			if f.asJSON {
+				return writeSuiteJSON(out, r)
+			}
+			line := fmt.Sprintf("%s %s %.6g (%s)", r.ID, r.Metric, r.Score, r.Direction)
+			if r.Rank > 0 {
+				line += fmt.Sprintf("; rank %d of %d reference solutions + 1", r.Rank, r.Leaderboard)
+			}
+			_, err = fmt.Fprintln(out, line)
+			return err
+		},
+	}
+	f.add(cmd, "print one JSON object: id, hash, metric, direction, score, rank, leaderboard")
+	return cmd
 }

@@ -71,6 +71,24 @@ func TestTasksImportListShow(t *testing.T) {
 		}
 	}
 
+	// Grade: the answers (no, yes) against P(yes).
+	sub := filepath.Join(t.TempDir(), "submission.csv")
+	if err := os.WriteFile(sub, []byte("id,label\n4,0.7\n3,0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, st = runWithStatus(t, "tasks", "grade", "toy-binary", sub, data, "--json")
+	var grade tasksGradeReport
+	if st != exitOK || json.Unmarshal([]byte(out), &grade) != nil {
+		t.Fatalf("grade --json: %d %q %q", st, out, errOut)
+	}
+	if grade.Score != 1 || grade.Rank != 1 || grade.Leaderboard != 3 || grade.Metric != "roc_auc" {
+		t.Errorf("grade --json = %+v", grade)
+	}
+	out, _, st = runWithStatus(t, "tasks", "grade", "toy-binary", sub, data)
+	if st != exitOK || out != "toy-binary roc_auc 1 (maximize); rank 1 of 3 reference solutions + 1\n" {
+		t.Errorf("grade: %d %q", st, out)
+	}
+
 	// Other files under the same id: refused, then replaced with --replace.
 	other := copyTask(t, map[string]string{"description.md": "# Toy, revised\n"})
 	_, errOut, st = runWithStatus(t, "tasks", "import", other, data)
