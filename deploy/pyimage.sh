@@ -81,6 +81,8 @@ if ! read -r MIRROR SUITE < <(mirror_and_suite); then
 	exit 1
 fi
 
+MIRROR=${MIRROR%/} # as apt prints it, without a trailing slash
+
 # resolved prints "package version" for every package in the dependency
 # closure of PACKAGES (Depends and Pre-Depends, every alternative), each at
 # the version the machine's apt lists give for $SUITE/main of $MIRROR: what
@@ -93,7 +95,8 @@ resolved() {
 	# shellcheck disable=SC2086
 	LC_ALL=C apt-cache madison $closure 2>/dev/null | awk -F' [|] ' -v m="$MIRROR" -v s="$SUITE/main" '
 		{ gsub(/^ +| +$/, "", $1); gsub(/ +/, "", $2); n = split($3, src, " ") }
-		n >= 2 && (src[1] == m || src[1] == m "/") && src[2] == s { print $1, $2 }
+		{ sub(/\/$/, "", src[1]) }
+		n >= 2 && src[1] == m && src[2] == s { print $1, $2 }
 	' | sort -u
 }
 
