@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local
+.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local pyimage
 
 all: build
 
@@ -43,6 +43,12 @@ demo:
 
 demo-stop:
 	bash deploy/demo.sh stop
+
+# The Python sandbox image wmrl-python:<hash>, built here with debootstrap
+# from Debian's packages (never pulled): about 6 minutes and 100 MB of
+# downloads the first time, a no-op once the tag exists.
+pyimage:
+	bash deploy/pyimage.sh
 
 # fuzz runs each fuzz target (package:target) for FUZZTIME. It is not part
 # of test: with the build of each target it takes about a minute on a warm

@@ -67,6 +67,7 @@ func TestNoConnNeeded(t *testing.T) {
 		{"--database-url", unreachableDB, "--address", "127.0.0.1:1", "calibrate", "--pairs", examplePairs, "--json"},
 		{"worldmodel", "--help"},
 		{"suite", "--help"},
+		{"tasks", "list", "--data-dir", "testdata-none"},
 	} {
 		if got, out, errOut := runTree(give...); got != exitOK || out == "" || errOut != "" {
 			t.Errorf("wmrl %q: exit %d, stderr %q", give, got, errOut)
@@ -119,7 +120,7 @@ func TestHelpGroups(t *testing.T) {
 	}
 	want := map[string][]string{
 		"Runs":                 {"continue", "inspect", "list", "pause", "resume", "run", "set-anchor-fraction", "status", "stop", "terminate"},
-		"Method and suite":     {"calibrate", "exec", "suite", "worldmodel"},
+		"Method and suite":     {"calibrate", "exec", "suite", "tasks", "worldmodel"},
 		"Setup and benchmarks": {"bench", "migrate"},
 		"Additional Commands":  {"completion", "help"},
 		"Flags":                {"-h,", "-v,"},
@@ -147,6 +148,7 @@ func TestHelpGroups(t *testing.T) {
 		{[]string{"worldmodel", "anchors", "--help"}, []string{"--database-url"}, []string{"--address"}},
 		{[]string{"calibrate", "--help"}, nil, []string{"--address", "--database-url", "Global Flags"}},
 		{[]string{"worldmodel", "fit", "--help"}, nil, []string{"--address", "--database-url"}},
+		{[]string{"tasks", "show", "--help"}, []string{"--data-dir"}, []string{"--address", "--database-url"}},
 	}
 	for _, tt := range tests {
 		_, out, _ := runTree(tt.give...)

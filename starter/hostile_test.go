@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/cmdline"
+	"github.com/wmrl/wmrl/internal/tasks"
 )
 
 // TestHostileInput runs the real command tree on command lines a user (or
@@ -25,6 +28,19 @@ func TestHostileInput(t *testing.T) {
 	binary := writeFile(t, "binary.csv", "\x00\x1b[31m\xff\xfe,\x01\n\x02")
 	manyRows := writeFile(t, "many.csv", "wm,env\n"+strings.Repeat("0.5,0.5\n", 1<<20+1))
 	db := "--database-url=host=127.0.0.1 port=1 user=x dbname=x connect_timeout=1"
+	data := "--data-dir=" + t.TempDir()
+	spec, err := os.ReadFile(filepath.Join(toyTask, "task.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	badMetric := copyTask(t, map[string]string{"task.yaml": strings.Replace(string(spec), "metric: roc_auc", "metric: f2", 1)})
+	leakyTest := copyTask(t, map[string]string{"public/test.csv": "id,x1,x2,label\n3,1.0,a,no\n4,2.0,b,yes\n"})
+	binarySpec := copyTask(t, map[string]string{"task.yaml": "\x00\xff\xfe"})
+	imported := t.TempDir()
+	if _, err := (tasks.Store{Dir: tasks.StoreDir(imported)}).Import(toyTask, false); err != nil {
+		t.Fatal(err)
+	}
+	withToy := "--data-dir=" + imported
 	tests := []struct {
 		name string
 		give []string
@@ -97,6 +113,30 @@ func TestHostileInput(t *testing.T) {
 		{"suite show empty", []string{"suite", "show", ""}, exitUsage, "TASK: 0 bytes, want a task id of 1..256"},
 		{"bench id", []string{"bench", "reproduce", "--id", "a b", db}, exitUsage, "--id: letters"},
 		{"exec huge program", []string{"exec", "--task", "t", "--program", strings.Repeat("x", 1<<20)}, exitUsage, "--program: 1048576 bytes, want at most 65536"},
+		// real tasks
+		{"tasks import nothing", []string{"tasks", "import", data}, exitUsage, "import: requires at least 1 arg(s), only received 0"},
+		{"tasks import missing", []string{"tasks", "import", dir + "/none", data}, exitRuntime, "task directory: stat"},
+		{"tasks import a file", []string{"tasks", "import", "/dev/null", data}, exitRuntime, "task directory /dev/null: not a directory"},
+		{"tasks import bad metric", []string{"tasks", "import", badMetric, data}, exitRuntime, `task.yaml: metric: line 4: unknown metric "f2"`},
+		{"tasks import leaky test", []string{"tasks", "import", toyTask, leakyTest, data}, exitRuntime, "public/test.csv: label: line 1: the target column is the answer"},
+		{"tasks import binary spec", []string{"tasks", "import", binarySpec, data}, exitRuntime, "task.yaml: not UTF-8"},
+		{"tasks import twice", []string{"tasks", "import", toyTask, toyTask, data}, exitRuntime, "are both task toy-binary"},
+		{"tasks show empty", []string{"tasks", "show", "", data}, exitUsage, "ID: must not be empty"},
+		{"tasks show path", []string{"tasks", "show", "../../etc", data}, exitUsage, "ID: a-z, 0-9"},
+		{"tasks show long", []string{"tasks", "show", strings.Repeat("t", 300), data}, exitUsage, "ID: at most 64 characters, got 300"},
+		{"tasks show unknown", []string{"tasks", "show", "nothing", data}, exitRuntime, "task nothing: no such task"},
+		{"tasks show two", []string{"tasks", "show", "a", "b", data}, exitUsage, "show: accepts 1 arg(s), received 2"},
+		{"tasks list argument", []string{"tasks", "list", "x", data}, exitUsage, `unknown command "x" for "wmrl tasks list"`},
+		{"tasks list no data dir", []string{"tasks", "list", "--data-dir="}, exitUsage, "--data-dir: must not be empty"},
+		{"tasks grade no file", []string{"tasks", "grade", "toy-binary", data}, exitUsage, "grade: accepts 2 arg(s), received 1"},
+		{"tasks grade bad id", []string{"tasks", "grade", "a/b", "x.csv", data}, exitUsage, "ID: a-z"},
+		{"tasks grade unknown", []string{"tasks", "grade", "nothing", binary, data}, exitRuntime, "task nothing: no such task"},
+		{"tasks grade /dev/zero", []string{"tasks", "grade", "toy-binary", "/dev/zero", withToy}, exitRuntime, "submission: /dev/zero: larger than 67108864 bytes"},
+		{"tasks grade binary", []string{"tasks", "grade", "toy-binary", binary, withToy}, exitRuntime, "submission.csv: not UTF-8"},
+		{"tasks grade missing", []string{"tasks", "grade", "toy-binary", dir + "/none.csv", withToy}, exitRuntime, "no such file"},
+		{"tasks grade labels", []string{"tasks", "grade", "toy-binary", writeFile(t, "s.csv", "id,label\n3,no\n4,yes\n"), withToy}, exitRuntime,
+			`submission.csv: label: line 2: "no": want the probability of "yes", in [0, 1]`},
+		{"tasks unknown", []string{"tasks", "bogus"}, exitUsage, `unknown command "bogus" for "wmrl tasks"`},
 		// run configurations
 		{"run config /dev/zero", []string{"run", "--config", "/dev/zero", db}, exitRuntime, "read config: /dev/zero: larger than 1048576 bytes"},
 		{"run config every field", []string{"run", "--config", badConfig, db}, exitRuntime,

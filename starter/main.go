@@ -91,6 +91,7 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 	add(groupRuns, newSignalCmds(cf)...)
 	add(groupRuns, newSetAnchorFractionCmd(cf), newContinueCmd(cf), newTerminateCmd(cf))
 	add(groupMethod, newCalibrateCmd(), newSuiteCmd(), newExecCmd(), newWorldModelCmd(cf))
+	add(groupMethod, newTasksCmd())
 	add(groupSetup, newMigrateCmd(cf), newBenchCmd(cf))
 	guardArgs(root)
 	return root

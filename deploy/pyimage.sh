@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Builds the Python sandbox image wmrl-python:<hash> and prints its tag on
+# stdout. The image is never pulled: it is a Debian root filesystem made here
+# with debootstrap (--variant=minbase) from the machine's configured Debian
+# mirror, holding python3, numpy, pandas and scikit-learn from Debian's own
+# packages, imported into Docker with `docker import`.
+#
+# The tag is the first 16 hex digits of the SHA-256 of the inputs: this
+# script, the package list, the mirror and suite, and the version of every
+# package in the dependency closure in that suite, as the machine's apt lists
+# give it. When that tag already exists the script only prints it (a no-op;
+# no network, a few seconds). Otherwise it runs apt-get update first (so the
+# versions hashed are the mirror's), builds, and checks that debootstrap
+# installed exactly the versions hashed. The list of installed packages is
+# kept in the image as /etc/wmrl-packages.
+#
+# What the image leaves out: the C/C++ toolchain and Boost headers Debian's
+# scipy drags in through python3-pythran (a solution has no compiler), the
+# Python packages' test suites, docs, and the datasets scikit-learn bundles
+# (the real tasks of deploy/pytasks are made from them: a solution must not
+# look its test answers up). About 340 MB; the first build takes 4-7 minutes.
+#
+# The image's default user is nobody (65534:65534) and its working directory
+# /work; the sandbox that runs solutions in it (read-only root, tmpfs /work,
+# no network) sets those again and does not rely on them.
+#
+# Usage: deploy/pyimage.sh          (prints wmrl-python:<hash>)
+# Needs root (or sudo) for debootstrap and apt-get; the build directory is
+# $WMRL_CACHE/pyimage (default ~/.cache/wmrl/pyimage) and is removed after.
+set -euo pipefail
+
+log() { echo "pyimage.sh: $*" >&2; }
+
+PACKAGES=(python3 python3-numpy python3-pandas python3-sklearn)
+REPO=wmrl-python
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO=(sudo)
+	else
+		log "debootstrap and apt-get need root (no sudo here)"
+		exit 1
+	fi
+fi
+as_root() { "${SUDO[@]}" "$@"; }
+apt_get() { as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"; }
+
+# mirror_and_suite prints "URI SUITE" of the first Debian (non-security)
+# source configured in /etc/apt/sources.list.d/*.sources (deb822) or
+# /etc/apt/sources.list (one-line format).
+mirror_and_suite() {
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		# deb822: stanzas separated by blank lines; take Types: deb stanzas.
+		awk '
+			function flush() {
+				if (types ~ /(^| )deb( |$)/ && uri != "" && uri !~ /security/ && suite != "") { print uri, suite; found = 1; exit }
+				types = ""; uri = ""; suite = ""
+			}
+			/^[[:space:]]*#/ { next }
+			/^[[:space:]]*$/ { flush(); next }
+			tolower($1) == "types:" { $1 = ""; types = $0 }
+			tolower($1) == "uris:" { uri = $2 }
+			tolower($1) == "suites:" { suite = $2 }
+			END { if (!found) flush() }
+		' "$f" | head -n1 | grep . && return 0
+	done
+	if [ -f /etc/apt/sources.list ]; then
+		awk '$1 == "deb" {
+			i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+			if ($i !~ /security/) { print $i, $(i+1); exit }
+		}' /etc/apt/sources.list | head -n1 | grep . && return 0
+	fi
+	return 1
+}
+
+if ! read -r MIRROR SUITE < <(mirror_and_suite); then
+	log "no Debian source found in /etc/apt/sources.list or /etc/apt/sources.list.d/*.sources"
+	exit 1
+fi
+
+MIRROR=${MIRROR%/} # as apt prints it, without a trailing slash
+
+# resolved prints "package version" for every package in the dependency
+# closure of PACKAGES (Depends and Pre-Depends, every alternative), each at
+# the version the machine's apt lists give for $SUITE/main of $MIRROR: what
+# debootstrap installs from that suite.
+resolved() {
+	local closure
+	closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+		--no-breaks --no-replaces --no-enhances "${PACKAGES[@]}" 2>/dev/null |
+		grep -E '^[a-z0-9]' | sort -u)
+	# shellcheck disable=SC2086
+	LC_ALL=C apt-cache madison $closure 2>/dev/null | awk -F' [|] ' -v m="$MIRROR" -v s="$SUITE/main" '
+		{ gsub(/^ +| +$/, "", $1); gsub(/ +/, "", $2); n = split($3, src, " ") }
+		{ sub(/\/$/, "", src[1]) }
+		n >= 2 && src[1] == m && src[2] == s { print $1, $2 }
+	' | sort -u
+}
+
+# hash_of prints the tag's hash for a resolution.
+hash_of() {
+	{
+		cat "$0"
+		printf 'packages %s\n' "${PACKAGES[*]}"
+		printf 'mirror %s %s\n' "$MIRROR" "$SUITE"
+		printf '%s\n' "$1"
+	} | sha256sum | cut -c1-16
+}
+
+# The no-op: the image of the current resolution exists. No network.
+versions=$(resolved || true)
+hash=$(hash_of "$versions")
+tag="$REPO:$hash"
+if grep -q '^python3-sklearn ' <<<"$versions" && docker image inspect "$tag" >/dev/null 2>&1; then
+	echo "$tag"
+	exit 0
+fi
+
+# A build downloads anyway: first bring the apt lists up to date with the
+# mirror, so that the versions hashed are the versions debootstrap gets.
+log "apt-get update (the tag's versions must be the mirror's)"
+apt_get update >&2
+versions=$(resolved)
+if ! grep -q '^python3-sklearn ' <<<"$versions"; then
+	log "python3-sklearn has no version in $SUITE/main of $MIRROR"
+	exit 1
+fi
+hash=$(hash_of "$versions")
+tag="$REPO:$hash"
+if docker image inspect "$tag" >/dev/null 2>&1; then
+	echo "$tag"
+	exit 0
+fi
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+	log "installing debootstrap"
+	if ! apt_get install -y debootstrap >&2; then
+		apt_get update >&2
+		apt_get install -y debootstrap >&2
+	fi
+fi
+
+cache=${WMRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wmrl}
+work="$cache/pyimage/$hash"
+# One build of a tag at a time: a second call waits for the first, then
+# finds the tag.
+mkdir -p "$cache/pyimage"
+exec 9>"$work.lock"
+if ! flock -n 9; then
+	log "another pyimage.sh is building $tag; waiting for it"
+	flock 9
+fi
+if docker image inspect "$tag" >/dev/null 2>&1; then
+	echo "$tag"
+	exit 0
+fi
+# cleanup unmounts whatever an interrupted debootstrap left mounted in the
+# chroot (proc, sys) before removing the build directory, and never crosses
+# into another file system.
+cleanup() {
+	local m
+	for m in $(awk -v w="$work/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r); do
+		as_root umount -l "$m" || true
+	done
+	as_root rm -rf --one-file-system "$work"
+}
+cleanup
+mkdir -p "$work"
+trap cleanup EXIT
+root="$work/root"
+
+start=$(date +%s)
+log "debootstrap $SUITE from $MIRROR into $root (this downloads ~100 MB)"
+include=$(
+	IFS=,
+	echo "${PACKAGES[*]}"
+)
+as_root debootstrap --variant=minbase --include="$include" "$SUITE" "$root" "$MIRROR" >&2
+
+# Debian's python3-scipy depends on python3-pythran, which pulls in a C++
+# toolchain and the Boost headers (about 500 MB) that nothing imports at run
+# time (scipy mentions pythran only in comments). They are removed, with
+# the -dev packages that came along, ignoring the dependency; a solution
+# has no compiler.
+BUILD_ONLY=(python3-pythran python3-beniget python3-gast python3-ply
+	libboost-dev libboost1.74-dev libxsimd-dev
+	g++ g++-12 gcc gcc-12 cpp cpp-12 libgcc-12-dev libstdc++-12-dev
+	libasan8 libtsan2 liblsan0 libubsan1 libitm1 libcc1-0 libisl23 libmpc3 libmpfr6
+	binutils binutils-common binutils-x86-64-linux-gnu libbinutils libctf0 libctf-nobfd0 libgprofng0 libjansson4
+	libc6-dev libc-dev-bin linux-libc-dev libcrypt-dev libnsl-dev libtirpc-dev rpcsvc-proto
+	libexpat1-dev zlib1g-dev libopenblas-dev libopenblas-pthread-dev
+	libpython3-all-dev libpython3-dev libpython3.11-dev python3-all-dev python3-dev python3.11-dev
+	libjs-jquery libjs-sphinxdoc libjs-underscore)
+installed=$(as_root chroot "$root" dpkg-query -W -f '${Package}\n')
+purge=()
+for p in "${BUILD_ONLY[@]}"; do
+	grep -qx "$p" <<<"$installed" && purge+=("$p")
+done
+if [ ${#purge[@]} -gt 0 ]; then
+	as_root chroot "$root" dpkg --purge --force-depends "${purge[@]}" >&2
+fi
+
+# Every package installed from the closure has the version hashed.
+mismatch=$(as_root chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' |
+	awk 'NR == FNR { want[$1] = $2; next } ($1 in want) && want[$1] != $2 { print $1, "hashed", want[$1], "installed", $2 }' \
+		<(printf '%s\n' "$versions") -)
+if [ -n "$mismatch" ]; then
+	log "debootstrap installed other versions than the apt lists give (the mirror changed meanwhile?): $(tr '\n' ';' <<<"$mismatch")"
+	exit 1
+fi
+
+# The package list, kept in the image.
+as_root chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' | as_root tee "$root/etc/wmrl-packages" >/dev/null
+
+# Smaller: no apt caches or lists, no docs, man pages or locales, no test
+# suites of the Python packages (about 90 MB; nothing imports them). The
+# byte code Debian compiled at install stays: the root is read-only at run
+# time, and imports are faster with it.
+as_root find "$root/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +
+# Nor the datasets scikit-learn bundles: wmrl's real tasks are made from
+# them (deploy/pytasks), and a solution must not look its test answers up.
+as_root rm -rf "$root/usr/lib/python3/dist-packages/sklearn/datasets/data" \
+	"$root/usr/lib/python3/dist-packages/sklearn/datasets/descr" \
+	"$root/usr/lib/python3/dist-packages/sklearn/datasets/images"
+as_root rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* \
+	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+	"$root"/usr/share/locale/* "$root"/var/log/* "$root"/tmp/* "$root"/var/tmp/*
+as_root mkdir -p "$root/work"
+as_root chmod 1777 "$root/work"
+
+# A check that the image can do what it is for.
+as_root chroot "$root" /usr/bin/python3 -B -c '
+import sys, numpy, pandas, scipy, sklearn
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+X, y = make_classification(n_samples=300, n_features=8, n_informative=4, n_classes=3, random_state=0)
+for m in (LogisticRegression(max_iter=1000), RandomForestClassifier(n_estimators=20, random_state=0), HistGradientBoostingClassifier(max_iter=20)):
+    assert m.fit(X, y).score(X, y) > 0.7, m
+pandas.DataFrame(X).describe()
+print("python3", sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__, "scipy", scipy.__version__, "sklearn", sklearn.__version__)
+' >&2
+
+as_root tar -C "$root" --numeric-owner -c . | docker import \
+	--change 'USER 65534:65534' \
+	--change 'WORKDIR /work' \
+	--change 'ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8' \
+	--change 'CMD ["/usr/bin/python3"]' \
+	--change "LABEL org.wmrl.inputs=$hash" \
+	- "$tag" >&2
+log "built $tag in $(($(date +%s) - start)) s"
+echo "$tag"
