@@ -165,6 +165,9 @@ func classify(e exit) (res executor.Result, own bool) {
 		return r, true
 	case outOfMemory(stderr) != "":
 		return executor.Failed(executor.StatusMemory, outOfMemory(stderr)), false
+	case e.limitBytes > 0 && runtimeFault(stderr):
+		return executor.Failed(executor.StatusMemory, "the Go runtime faulted under the memory limit (a failed allocation): "+
+			firstLines(stderr, 1)), false
 	case e.limitBytes > 0 && float64(e.peakBytes) >= nearLimit*float64(e.limitBytes):
 		return executor.Failed(executor.StatusMemory, fmt.Sprintf("crashed at %d MiB of its %d MiB memory limit: %s",
 			e.peakBytes>>20, e.limitBytes>>20, firstLines(stderr, 1))), false
@@ -173,6 +176,18 @@ func classify(e exit) (res executor.Result, own bool) {
 	default:
 		return executor.Failed(executor.StatusRuntimeError, fmt.Sprintf("exit %d: %s", e.code, firstLines(stderr, 3))), false
 	}
+}
+
+// runtimeFault reports whether stderr is the Go runtime's report of a
+// fatal signal in its own code ("SIGSEGV: segmentation violation" on the
+// first line, then "PC=..."), not a Go panic (a nil dereference in the
+// executor's code reads "panic: runtime error: ..."). Under RLIMIT_DATA an
+// mmap that fails inside the allocator can fault that way instead of
+// printing "out of memory": seen as 3 runs in 10 of the process sandbox's
+// memory test.
+func runtimeFault(stderr string) bool {
+	first, rest, _ := strings.Cut(strings.TrimSpace(stderr), "\n")
+	return strings.HasPrefix(first, "SIGSEGV: segmentation violation") && strings.HasPrefix(strings.TrimSpace(rest), "PC=")
 }
 
 // outOfMemory returns the Go runtime's fatal error line when stderr shows a
