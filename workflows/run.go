@@ -272,6 +272,12 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return RunResult{}, err
 			}
+			if workflow.GetVersion(ctx, changeRunSignalsAtCAN, workflow.DefaultVersion, 1) >= 1 {
+				// A signal delivered in this workflow task may be held for
+				// its blocked listener, out of drain's reach, until the
+				// listener runs: let it run before the state is handed on.
+				yield(ctx)
+			}
 			drain(r.pauseCh, func() { st.Paused = true })
 			drain(r.resumeCh, func() { st.Paused = false })
 			drain(r.stopCh, func() { st.Stopping = true })
@@ -346,6 +352,15 @@ func validateFraction(cfg runconfig.Config, f float64) error {
 		return fmt.Errorf("anchor fraction must be in [0,1], got %v", f)
 	}
 	return nil
+}
+
+// yield lets every other coroutine of the workflow run until it blocks
+// (the signal listeners apply what they were handed), then returns. It adds
+// no command to the history.
+func yield(ctx workflow.Context) {
+	ch := workflow.NewChannel(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) { ch.Send(ctx, struct{}{}) })
+	ch.Receive(ctx, nil)
 }
 
 // drain applies every signal already delivered on ch.

@@ -74,6 +74,12 @@ const (
 	// parallelism activities, instead of each stage waiting for every group
 	// of the one before; CalibrateAndFuse runs as a local activity.
 	changeStepPipeline = "step-pipeline"
+	// changeRunSignalsAtCAN (version 1): before continuing as new, the run
+	// lets its signal listeners apply the signals of the current workflow
+	// task, so a stop (or pause) that arrives with the step completion
+	// that triggers continue-as-new is carried over; before it, such a
+	// signal could be lost.
+	changeRunSignalsAtCAN = "run-signals-at-can"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
