@@ -31,6 +31,18 @@ func (f *tasksFlags) store() (tasks.Store, error) {
 	return tasks.Store{Dir: tasks.StoreDir(f.dataDir)}, nil
 }
 
+// task returns imported task id (a malformed id is a usage error).
+func (f *tasksFlags) task(id string) (*tasks.Task, error) {
+	if err := tasks.CheckID(id); err != nil {
+		return nil, usagef("ID: %v", err)
+	}
+	s, err := f.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.Get(id)
+}
+
 func newTasksCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -234,14 +246,7 @@ train_rows, test_rows, features, hash, dir, files, leaderboard,
 description.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tasks.CheckID(args[0]); err != nil {
-				return usagef("ID: %v", err)
-			}
-			s, err := f.store()
-			if err != nil {
-				return err
-			}
-			t, err := s.Get(args[0])
+			t, err := f.task(args[0])
 			if err != nil {
 				return err
 			}
@@ -345,14 +350,7 @@ malformed submission is refused naming the column and the line.
 leaderboard.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := tasks.CheckID(args[0]); err != nil {
-				return usagef("ID: %v", err)
-			}
-			s, err := f.store()
-			if err != nil {
-				return err
-			}
-			t, err := s.Get(args[0])
+			t, err := f.task(args[0])
 			if err != nil {
 				return err
 			}
