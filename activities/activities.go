@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -38,6 +39,10 @@ type Activities struct {
 	// Grader executes and grades (sandbox queue); nil on a worker that
 	// serves no sandbox.
 	Grader backend.Grader
+	// Remote are the worker's remote adapters, which a run picks by name
+	// (policy.backend, world_model.backend, sandbox.kind); the fields
+	// above are the built-in ones.
+	Remote Remote
 	// SandboxKind is the grader's sandbox kind ("docker" or "process"),
 	// which Preflight checks against the run config's sandbox.kind.
 	SandboxKind string
@@ -54,6 +59,9 @@ type Activities struct {
 	// were written under another key keep working.
 	RunsKey string
 	Logger  *zap.Logger
+
+	// backendCache maps a run id to its runBackends.
+	backendCache sync.Map
 }
 
 // CheckpointRef names a stored policy checkpoint: its version (the number of

@@ -122,7 +122,7 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	}
 	resp.Resumed = start
 	for i := start; i < len(progs); i++ {
-		g, err := a.grade(ctx, backend.GradeItem{Task: task, Solution: progs[i], Seed: plan.EvalExecSeed(req.Seed, version, task.ID, i),
+		g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: progs[i], Seed: plan.EvalExecSeed(req.Seed, version, task.ID, i),
 			Key: backend.EvalKey(req.RunID, version, task.ID, i)}, req.Limits, req.Budget, fmt.Sprintf("evaluate %s sample %d", task.ID, i))
 		if err != nil {
 			return EvaluateResponse{}, err

@@ -93,7 +93,7 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	g, err := a.grade(ctx, backend.GradeItem{Task: task, Solution: t.Program, Key: req.key().String(),
+	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Program, Key: req.key().String(),
 		Seed: plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample)}, req.Limits, req.Budget, "execute "+req.key().String())
 	if err != nil {
 		return ExecuteResponse{}, err
@@ -113,15 +113,16 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 
 // grade executes and grades one solution, heartbeating while it runs;
 // errors say what was graded.
-func (a *Activities) grade(ctx context.Context, item backend.GradeItem, limits backend.Limits, maxCost float64,
+func (a *Activities) grade(ctx context.Context, run string, item backend.GradeItem, limits backend.Limits, maxCost float64,
 	what string) (backend.Grade, error) {
-	if a.Grader == nil {
-		return backend.Grade{}, fmt.Errorf("%s: this worker has no sandbox", what)
+	grader, err := a.graderOf(ctx, run)
+	if err != nil {
+		return backend.Grade{}, fmt.Errorf("%s: %w", what, err)
 	}
 	var gs []backend.Grade
-	err := withHeartbeat(ctx, func() error {
+	err = withHeartbeat(ctx, func() error {
 		var err error
-		gs, err = a.Grader.Grade(ctx, backend.GradeRequest{Items: []backend.GradeItem{item}, Limits: limits, Budget: maxCost})
+		gs, err = grader.Grade(ctx, backend.GradeRequest{Items: []backend.GradeItem{item}, Limits: limits, Budget: maxCost})
 		return err
 	})
 	if err == nil && len(gs) != 1 {

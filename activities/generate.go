@@ -87,7 +87,11 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 // sample returns the texts of the policy's completions; errors say what
 // was sampled.
 func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what string) ([]string, error) {
-	cs, err := a.Policy.Sample(ctx, req)
+	policy, err := a.policyOf(ctx, req.Run)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := policy.Sample(ctx, req)
 	if err != nil {
 		return nil, fromPort(fmt.Errorf("%s: %w", what, err))
 	}
@@ -156,7 +160,11 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	if len(items) == 0 {
 		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no trajectories", req.Group, req.RunID, req.Step))
 	}
-	preds, err := a.WorldModel.Score(ctx, items)
+	wm, err := a.worldModelOf(ctx, req.RunID)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	preds, err := wm.Score(ctx, items)
 	if err != nil {
 		return ScoreResponse{}, fromPort(err)
 	}

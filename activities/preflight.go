@@ -28,20 +28,24 @@ type PreflightResponse struct {
 // `wmrl run` refuses the run; a sandbox that does not answer is a plain
 // error, retried.
 func (a *Activities) Preflight(ctx context.Context, req PreflightRequest) (PreflightResponse, error) {
-	if a.Grader == nil {
-		return PreflightResponse{}, errors.New("this worker has no sandbox")
+	grader, builtin, err := a.graderNamed(req.Kind)
+	if err != nil {
+		return PreflightResponse{}, err
 	}
-	if req.Kind != "" && req.Kind != "auto" && a.SandboxKind != "" && req.Kind != a.SandboxKind {
+	if builtin && req.Kind != "" && req.Kind != "auto" && a.SandboxKind != "" && req.Kind != a.SandboxKind {
 		return PreflightResponse{}, invalid(fmt.Errorf("sandbox.kind: %q, but the sandbox worker runs the %s sandbox "+
 			"(wmrl-worker --sandbox %s, or sandbox.kind: auto)", req.Kind, a.SandboxKind, req.Kind))
 	}
-	err := a.Grader.Preflight(ctx, req.Limits)
+	err = grader.Preflight(ctx, req.Limits)
 	var limit *backend.LimitError
 	if errors.As(err, &limit) {
 		return PreflightResponse{}, invalid(err)
 	}
 	if err != nil {
 		return PreflightResponse{}, fmt.Errorf("sandbox preflight: %w", err)
+	}
+	if !builtin {
+		return PreflightResponse{Kind: req.Kind}, nil
 	}
 	return PreflightResponse{Kind: a.SandboxKind}, nil
 }

@@ -41,6 +41,12 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 		return CreateRunResponse{}, invalid(err)
 	}
 	cfg := req.Config
+	// A run naming a policy backend this worker lacks is refused before
+	// anything is recorded.
+	policy, err := a.policyNamed(cfg.Policy.Backend)
+	if err != nil {
+		return CreateRunResponse{}, err
+	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return CreateRunResponse{}, fmt.Errorf("encode config: %w", err)
@@ -53,6 +59,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	if err != nil {
 		return CreateRunResponse{}, err
 	}
+	a.backendCache.Store(req.RunID, backendsOf(cfg))
 	if c, err := a.Store.Checkpoint(ctx, req.RunID, 0); err == nil {
 		return CreateRunResponse{Checkpoint: CheckpointRef{Version: 0, Hash: c.Hash}}, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -65,7 +72,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	if len(train) == 0 {
 		return CreateRunResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", cfg.SuiteSeed))
 	}
-	ck, err := a.Policy.Init(ctx, backend.InitRequest{Run: req.RunID, Suite: cfg.SuiteSeed, Seed: plan.InitSeed(cfg.Seed),
+	ck, err := policy.Init(ctx, backend.InitRequest{Run: req.RunID, Suite: cfg.SuiteSeed, Seed: plan.InitSeed(cfg.Seed),
 		Settings: policySettings(cfg), Dir: a.checkpointDir(req.RunID)})
 	if err != nil {
 		return CreateRunResponse{}, fromPort(err)

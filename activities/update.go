@@ -80,11 +80,15 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err != nil {
 		return UpdateResponse{}, err
 	}
+	policy, err := a.policyOf(ctx, req.RunID)
+	if err != nil {
+		return UpdateResponse{}, err
+	}
 	var ck backend.Checkpoint
 	var stats backend.UpdateStats
 	err = withHeartbeat(ctx, func() error {
 		var err error
-		ck, stats, err = a.Policy.Update(ctx, backend.UpdateRequest{Run: req.RunID, Step: req.Step, Base: base, Batch: data,
+		ck, stats, err = policy.Update(ctx, backend.UpdateRequest{Run: req.RunID, Step: req.Step, Base: base, Batch: data,
 			Settings: settings, Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step)})
 		return err
 	})

@@ -19,7 +19,7 @@ func TestSetBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.Tasks == nil || a.Policy == nil || a.WorldModel != nil || a.Grader != nil {
-		t.Errorf("without world model and sandbox: %+v", a)
+		t.Errorf("without world model and sandbox: tasks %v, policy %v, world model %v, grader %v", a.Tasks, a.Policy, a.WorldModel, a.Grader)
 	}
 	wm, err := worldmodel.Default()
 	if err != nil {
@@ -30,7 +30,7 @@ func TestSetBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.WorldModel == nil || b.Grader == nil {
-		t.Errorf("with world model and sandbox: %+v", b)
+		t.Errorf("with world model and sandbox: world model %v, grader %v", b.WorldModel, b.Grader)
 	}
 	if err := setBackends(&b, "tinker", testenv.Suites{}, wm, nil); err == nil || !strings.Contains(err.Error(), "builtin") {
 		t.Errorf("unknown backend: %v", err)

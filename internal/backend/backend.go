@@ -5,9 +5,22 @@ import (
 	"fmt"
 )
 
-// Builtin is the name of the built-in backend (package builtin), the only
-// value of policy.backend and world_model.backend today; "" means Builtin.
-const Builtin = "builtin"
+// Backend names, as a run config's policy.backend, world_model.backend and
+// sandbox.kind give them ("" means Builtin). A worker has the built-in
+// adapters always and a remote one when it is configured with its endpoint.
+const (
+	// Builtin is the built-in backend (package builtin): the CPU policy,
+	// the frozen world model, the worker's own sandbox.
+	Builtin = "builtin"
+	// Tinker is a policy trained through the Tinker training API.
+	Tinker = "tinker"
+	// OpenAI is a world model served over OpenAI-compatible chat
+	// completions (vLLM, SGLang, a provider).
+	OpenAI = "openai"
+	// GradeHTTP is a grader (sandbox.kind) or a world model served over
+	// the /health + /grade contract.
+	GradeHTTP = "grade-http"
+)
 
 // PermanentError is an error retrying cannot repair: the activity that gets
 // it fails for good (a non-retryable application error) with its message.

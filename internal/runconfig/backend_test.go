@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// The backend fields accept "" and "builtin", refuse anything else naming
-// the field and the valid values, and are left out of the JSON when empty,
+// The backend fields accept "" and their backends' names, refuse anything
+// else naming the field and the valid values, and are left out of the JSON when empty,
 // so that recorded workflow inputs keep their bytes.
 func TestBackendFields(t *testing.T) {
 	for _, tt := range []struct {
@@ -17,8 +17,11 @@ func TestBackendFields(t *testing.T) {
 	}{
 		{"steps: 3\n", ""},
 		{"policy:\n  backend: builtin\nworld_model:\n  backend: builtin\n", ""},
-		{"policy:\n  backend: tinker\n", `must be one of ["builtin"] (empty means "builtin"), got "tinker"`},
-		{"world_model:\n  backend: openai\n", `must be one of ["builtin"] (empty means "builtin"), got "openai"`},
+		{"policy:\n  backend: tinker\nworld_model:\n  backend: openai\nsandbox:\n  kind: grade-http\n", ""},
+		{"world_model:\n  backend: grade-http\n", ""},
+		{"policy:\n  backend: openai\n", `must be one of ["builtin" "tinker"] (empty means "builtin"), got "openai"`},
+		{"world_model:\n  backend: tinker\n", `must be one of ["builtin" "openai" "grade-http"] (empty means "builtin"), got "tinker"`},
+		{"sandbox:\n  kind: python3\n", `must be one of ["auto" "docker" "process" "grade-http"], got "python3"`},
 		{"world_model:\n  model: x\n", "model"},
 	} {
 		_, err := Parse(Default(), []byte(tt.give))

@@ -106,7 +106,8 @@ type Advantage struct {
 // Policy configures the built-in policy and its optimiser.
 type Policy struct {
 	// Backend names the policy's backend (package backend's adapters):
-	// "" or "builtin", the only one today.
+	// "" or "builtin" (the CPU policy), or "tinker" (a model trained
+	// through the Tinker training API; the worker's TINKER_BASE_URL).
 	Backend      string  `yaml:"backend" json:"backend,omitempty"`
 	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
 	KLCoef       float64 `yaml:"kl_coef" json:"kl_coef"`
@@ -117,20 +118,34 @@ type Policy struct {
 type WorldModel struct {
 	// Backend names the world model's backend: "" or "builtin" (the
 	// frozen built-in model, or the artefact the worker was given with
-	// --world-model), the only one today.
+	// --world-model), "openai" (an LLM over OpenAI-compatible chat
+	// completions) or "grade-http" (a /grade server). Where the remote
+	// ones are is the worker's configuration, not the run's.
 	Backend string `yaml:"backend" json:"backend,omitempty"`
 }
 
-// Backends lists the valid values of policy.backend and world_model.backend
-// ("" means backend.Builtin).
-func Backends() []string { return []string{backend.Builtin} }
+// PolicyBackends lists the valid values of policy.backend ("" means
+// backend.Builtin).
+func PolicyBackends() []string { return []string{backend.Builtin, backend.Tinker} }
 
-// checkBackend checks a backend name field.
-func checkBackend(path, name string) error {
-	if name == "" || slices.Contains(Backends(), name) {
+// WorldModelBackends lists the valid values of world_model.backend ("" means
+// backend.Builtin).
+func WorldModelBackends() []string {
+	return []string{backend.Builtin, backend.OpenAI, backend.GradeHTTP}
+}
+
+// SandboxKinds lists the valid values of sandbox.kind: the worker's own
+// sandboxes, and remote graders.
+func SandboxKinds() []string {
+	return []string{SandboxAuto, SandboxDocker, SandboxProcess, SandboxGradeHTTP}
+}
+
+// checkBackend checks a backend name field against its valid values.
+func checkBackend(path, name string, valid []string) error {
+	if name == "" || slices.Contains(valid, name) {
 		return nil
 	}
-	return bad(path, "must be one of %q (empty means %q), got %q", Backends(), backend.Builtin, name)
+	return bad(path, "must be one of %q (empty means %q), got %q", valid, backend.Builtin, name)
 }
 
 // Eval configures the held-out evaluation (avg@Samples by real execution).
@@ -149,6 +164,8 @@ const (
 	SandboxAuto    = "auto"    // Docker when an engine answers, else process
 	SandboxDocker  = "docker"  // one container per execution
 	SandboxProcess = "process" // a limited child process
+	// SandboxGradeHTTP is a remote grader over /health + /grade.
+	SandboxGradeHTTP = backend.GradeHTTP
 )
 
 // Sandbox configures the real executions.
@@ -585,18 +602,17 @@ func (c Config) checks() []func() error {
 			return nil
 		},
 		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
-		func() error { return checkBackend("policy.backend", c.Policy.Backend) },
-		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend) },
+		func() error { return checkBackend("policy.backend", c.Policy.Backend, PolicyBackends()) },
+		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },
 		func() error { return intIn("continue_as_new_every", c.ContinueAsNewEvery, 1, 10_000) },
 		func() error {
-			switch c.Sandbox.Kind {
-			case SandboxAuto, SandboxDocker, SandboxProcess:
+			if slices.Contains(SandboxKinds(), c.Sandbox.Kind) {
 				return nil
 			}
-			return bad("sandbox.kind", "must be %q, %q or %q, got %q", SandboxDocker, SandboxProcess, SandboxAuto, c.Sandbox.Kind)
+			return bad("sandbox.kind", "must be one of %q, got %q", SandboxKinds(), c.Sandbox.Kind)
 		},
 		func() error { return intIn("sandbox.memory_mb", c.Sandbox.MemoryMB, 32, 1<<20) },
 		func() error {

@@ -127,8 +127,8 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Policy.LearningRate = 0 }, "policy.learning_rate:"},
 		{func(c *Config) { c.Policy.KLCoef = -1 }, "policy.kl_coef:"},
 		{func(c *Config) { c.Policy.Hidden = 0 }, "policy.hidden:"},
-		{func(c *Config) { c.Policy.Backend = "tinker" }, "policy.backend:"},
-		{func(c *Config) { c.WorldModel.Backend = "openai" }, "world_model.backend:"},
+		{func(c *Config) { c.Policy.Backend = "vllm" }, "policy.backend:"},
+		{func(c *Config) { c.WorldModel.Backend = "tinker" }, "world_model.backend:"},
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
@@ -252,7 +252,7 @@ func TestParseReportsEveryField(t *testing.T) {
 		"anchors.fractoin: line 5: field fractoin not found",
 		"steps: line 2: must be in [1,1000000], got 0",
 		"anchors.fraction: line 6: must be in [0,1], got 2",
-		`sandbox.kind: line 8: must be "docker", "process" or "auto", got "vm"`,
+		`sandbox.kind: line 8: must be one of ["auto" "docker" "process" "grade-http"], got "vm"`,
 	}
 	if len(inv.Problems) != len(wantEach) {
 		t.Fatalf("%d problems, want %d: %v", len(inv.Problems), len(wantEach), err)

@@ -1,0 +1,151 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// Remote holds a worker's adapters beyond the built-in ones, by the backend
+// name a run config gives them: Policies by policy.backend (backend.Tinker),
+// WorldModels by world_model.backend (backend.OpenAI, backend.GradeHTTP),
+// Graders by sandbox.kind (backend.GradeHTTP). The worker adds one when it is
+// configured with that backend's endpoint; a run naming a backend its worker
+// lacks fails with the field named (Preflight tells before the run starts).
+type Remote struct {
+	Policies    map[string]backend.Policy
+	WorldModels map[string]backend.WorldModel
+	Graders     map[string]backend.Grader
+}
+
+// Names lists the remote backends a worker has, for messages and the
+// preflight: "policy.backend: tinker" and the like, sorted.
+func (r Remote) Names() []string {
+	var out []string
+	for name := range r.Policies {
+		out = append(out, "policy.backend: "+name)
+	}
+	for name := range r.WorldModels {
+		out = append(out, "world_model.backend: "+name)
+	}
+	for name := range r.Graders {
+		out = append(out, "sandbox.kind: "+name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// runBackends are the backend names of one run's configuration.
+type runBackends struct {
+	policy, worldModel, sandbox string
+}
+
+func backendsOf(cfg runconfig.Config) runBackends {
+	return runBackends{policy: cfg.Policy.Backend, worldModel: cfg.WorldModel.Backend, sandbox: cfg.Sandbox.Kind}
+}
+
+// runBackendsOf returns the backend names of a run's recorded
+// configuration. A run's configuration never changes once recorded, so
+// the names are kept per run after the first read.
+func (a *Activities) runBackendsOf(ctx context.Context, run string) (runBackends, error) {
+	if v, ok := a.backendCache.Load(run); ok {
+		return v.(runBackends), nil
+	}
+	r, err := a.Store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return runBackends{}, invalid(err)
+	}
+	if err != nil {
+		return runBackends{}, err
+	}
+	var cfg runconfig.Config
+	if err := json.Unmarshal(r.Config, &cfg); err != nil {
+		return runBackends{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
+	}
+	b := backendsOf(cfg)
+	a.backendCache.Store(run, b)
+	return b, nil
+}
+
+// missing is the error of a run naming a backend this worker lacks.
+func (a *Activities) missing(field, name string) error {
+	has := a.Remote.Names()
+	if len(has) == 0 {
+		has = []string{"only the built-in backends"}
+	}
+	return invalid(fmt.Errorf("%s: %q, but this worker has no such backend (it has %v); start the worker with "+
+		"that backend's endpoint (docs/design.md, \"Backends\")", field, name, has))
+}
+
+// policyOf returns the policy adapter a run's policy.backend names.
+func (a *Activities) policyOf(ctx context.Context, run string) (backend.Policy, error) {
+	b, err := a.runBackendsOf(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return a.policyNamed(b.policy)
+}
+
+func (a *Activities) policyNamed(name string) (backend.Policy, error) {
+	if name == "" || name == backend.Builtin {
+		if a.Policy == nil {
+			return nil, errors.New("this worker has no policy")
+		}
+		return a.Policy, nil
+	}
+	if p, ok := a.Remote.Policies[name]; ok {
+		return p, nil
+	}
+	return nil, a.missing("policy.backend", name)
+}
+
+// worldModelOf returns the world model a run's world_model.backend names.
+func (a *Activities) worldModelOf(ctx context.Context, run string) (backend.WorldModel, error) {
+	b, err := a.runBackendsOf(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if b.worldModel == "" || b.worldModel == backend.Builtin {
+		if a.WorldModel == nil {
+			return nil, errors.New("this worker has no world model")
+		}
+		return a.WorldModel, nil
+	}
+	if w, ok := a.Remote.WorldModels[b.worldModel]; ok {
+		return w, nil
+	}
+	return nil, a.missing("world_model.backend", b.worldModel)
+}
+
+// graderOf returns the grader a run's sandbox.kind names.
+func (a *Activities) graderOf(ctx context.Context, run string) (backend.Grader, error) {
+	b, err := a.runBackendsOf(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	g, _, err := a.graderNamed(b.sandbox)
+	return g, err
+}
+
+// graderNamed returns the grader of a sandbox.kind: the worker's own
+// sandbox for "", auto, docker and process (Preflight checks that the kind
+// is the worker's), a remote grader otherwise; own reports which.
+func (a *Activities) graderNamed(kind string) (g backend.Grader, own bool, err error) {
+	switch kind {
+	case "", runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
+		if a.Grader == nil {
+			return nil, true, errors.New("this worker has no sandbox")
+		}
+		return a.Grader, true, nil
+	}
+	if g, ok := a.Remote.Graders[kind]; ok {
+		return g, false, nil
+	}
+	return nil, false, a.missing("sandbox.kind", kind)
+}

@@ -1,0 +1,116 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/wmrl/wmrl/internal/backend"
+)
+
+// countingPolicy delegates to a policy and counts its calls.
+type countingPolicy struct {
+	backend.Policy
+	calls atomic.Int64
+}
+
+func (p *countingPolicy) Init(ctx context.Context, req backend.InitRequest) (backend.Checkpoint, error) {
+	p.calls.Add(1)
+	return p.Policy.Init(ctx, req)
+}
+
+func (p *countingPolicy) Sample(ctx context.Context, req backend.SampleRequest) ([]backend.Completion, error) {
+	p.calls.Add(1)
+	return p.Policy.Sample(ctx, req)
+}
+
+// countingWM delegates to a world model and counts its calls.
+type countingWM struct {
+	backend.WorldModel
+	calls atomic.Int64
+}
+
+func (w *countingWM) Score(ctx context.Context, items []backend.ScoreItem) ([]backend.Prediction, error) {
+	w.calls.Add(1)
+	return w.WorldModel.Score(ctx, items)
+}
+
+// countingGrader delegates to a grader and counts its calls.
+type countingGrader struct {
+	backend.Grader
+	calls atomic.Int64
+}
+
+func (g *countingGrader) Grade(ctx context.Context, req backend.GradeRequest) ([]backend.Grade, error) {
+	g.calls.Add(1)
+	return g.Grader.Grade(ctx, req)
+}
+
+// A run's policy.backend, world_model.backend and sandbox.kind pick the
+// worker's adapter of that name for every activity of that run, while a
+// run of the same worker that names none uses the built-in ones; a run
+// naming a backend the worker lacks fails for good, naming the field.
+func TestRunPicksItsBackends(t *testing.T) {
+	a, _ := newTestActivities(t)
+	ctx := t.Context()
+	pol := &countingPolicy{Policy: a.Policy}
+	wm := &countingWM{WorldModel: a.WorldModel}
+	gr := &countingGrader{Grader: a.Grader}
+	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol},
+		WorldModels: map[string]backend.WorldModel{backend.OpenAI: wm},
+		Graders:     map[string]backend.Grader{backend.GradeHTTP: gr}}
+
+	step := func(run string, remote bool) {
+		t.Helper()
+		cfg := tinyConfig(t)
+		if remote {
+			cfg.Policy.Backend, cfg.WorldModel.Backend, cfg.Sandbox.Kind = backend.Tinker, backend.OpenAI, backend.GradeHTTP
+		}
+		created, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Generate(ctx, GenerateRequest{RunID: run, Step: 0, Group: 0, Samples: cfg.Samples, Seed: cfg.Seed,
+			SuiteSeed: cfg.SuiteSeed, Checkpoint: created.Checkpoint}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ScoreWorldModel(ctx, ScoreRequest{RunID: run, Step: 0, Group: 0, SuiteSeed: cfg.SuiteSeed}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Execute(ctx, ExecuteRequest{RunID: run, Step: 0, Group: 0, Sample: 0, Seed: cfg.Seed,
+			SuiteSeed: cfg.SuiteSeed, Limits: cfg.Sandbox.Limits()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("plain", false)
+	if pol.calls.Load() != 0 || wm.calls.Load() != 0 || gr.calls.Load() != 0 {
+		t.Fatalf("a run naming no backend used the remote ones: policy %d, world model %d, grader %d calls",
+			pol.calls.Load(), wm.calls.Load(), gr.calls.Load())
+	}
+	step("remote", true)
+	if pol.calls.Load() != 2 || wm.calls.Load() != 1 || gr.calls.Load() != 1 {
+		t.Fatalf("a run naming the remote backends: policy %d (want 2), world model %d (want 1), grader %d (want 1) calls",
+			pol.calls.Load(), wm.calls.Load(), gr.calls.Load())
+	}
+	if _, err := a.Preflight(ctx, PreflightRequest{Kind: backend.GradeHTTP, Limits: tinyConfig(t).Sandbox.Limits()}); err != nil {
+		t.Errorf("preflight of the remote grader: %v", err)
+	}
+
+	// A worker without them.
+	b, _ := newTestActivities(t)
+	cfg := tinyConfig(t)
+	cfg.Policy.Backend = backend.Tinker
+	_, err := b.CreateRun(ctx, CreateRunRequest{RunID: "lacks", Config: cfg})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), `policy.backend: "tinker"`) {
+		t.Errorf("CreateRun on a worker without tinker = %v, want a non-retryable error naming policy.backend", err)
+	}
+	_, err = b.Preflight(ctx, PreflightRequest{Kind: backend.GradeHTTP, Limits: cfg.Sandbox.Limits()})
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), `sandbox.kind: "grade-http"`) {
+		t.Errorf("Preflight of grade-http on a worker without it = %v", err)
+	}
+}
