@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -112,5 +113,55 @@ func TestRunPicksItsBackends(t *testing.T) {
 	_, err = b.Preflight(ctx, PreflightRequest{Kind: backend.GradeHTTP, Limits: cfg.Sandbox.Limits()})
 	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), `sandbox.kind: "grade-http"`) {
 		t.Errorf("Preflight of grade-http on a worker without it = %v", err)
+	}
+}
+
+// tokenPolicy is the built-in policy as a remote one would answer: every
+// completion with token ids and logprobs (made up from the text), and
+// every update's batch kept.
+type tokenPolicy struct {
+	backend.Policy
+	batches [][]backend.Datum
+}
+
+func (p *tokenPolicy) Sample(ctx context.Context, req backend.SampleRequest) ([]backend.Completion, error) {
+	cs, err := p.Policy.Sample(ctx, req)
+	for i := range cs {
+		cs[i].Tokens = []int{len(cs[i].Text), i}
+		cs[i].LogProbs = []float64{-float64(i), -0.5}
+	}
+	return cs, err
+}
+
+func (p *tokenPolicy) Update(ctx context.Context, req backend.UpdateRequest) (backend.Checkpoint, backend.UpdateStats, error) {
+	p.batches = append(p.batches, req.Batch)
+	return p.Policy.Update(ctx, req)
+}
+
+// A remote policy's token ids and logprobs are stored with the
+// trajectories and handed back to its update, with the same checkpoints as
+// the built-in policy gives without them.
+func TestRemotePolicyGetsItsTokens(t *testing.T) {
+	a, _ := newTestActivities(t)
+	pol := &tokenPolicy{Policy: a.Policy}
+	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol}}
+	cfg := tinyConfig(t)
+	cfg.Steps = 2
+	want := driveRun(t, a, "builtin", cfg)
+	cfg.Policy.Backend = backend.Tinker
+	got := driveRun(t, a, "remote", cfg)
+	if !slices.Equal(got, want) {
+		t.Errorf("checkpoints through the remote policy %v, built-in %v", got, want)
+	}
+	if len(pol.batches) != cfg.Steps {
+		t.Fatalf("%d updates, want %d", len(pol.batches), cfg.Steps)
+	}
+	for s, batch := range pol.batches {
+		for _, d := range batch {
+			if len(d.Tokens) != 2 || d.Tokens[0] != len(d.Text) || d.Tokens[1] != d.Sample ||
+				!slices.Equal(d.LogProbs, []float64{-float64(d.Sample), -0.5}) {
+				t.Fatalf("step %d group %d sample %d: tokens %v logprobs %v", s, d.Group, d.Sample, d.Tokens, d.LogProbs)
+			}
+		}
 	}
 }

@@ -108,11 +108,12 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	for i := range seeds {
 		seeds[i] = plan.EvalSampleSeed(req.Seed, version, task.ID, i)
 	}
-	progs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
+	cs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
 		Key: backend.EvalKey(req.RunID, version, task.ID, -1)}, "task "+task.ID)
 	if err != nil {
 		return EvaluateResponse{}, err
 	}
+	progs := texts(cs)
 	var resp EvaluateResponse
 	start := 0
 	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {

@@ -67,15 +67,24 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	for i := range seeds {
 		seeds[i] = plan.SampleSeed(req.Seed, req.Step, req.Group, i)
 	}
-	progs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
+	cs, err := a.sample(ctx, backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
 		Key: backend.SampleKey(req.RunID, req.Step, req.Group, -1)}, fmt.Sprintf("group %d", req.Group))
 	if err != nil {
 		return GenerateResponse{}, err
 	}
-	sols := make([]store.Solution, len(progs))
-	for i, text := range progs {
+	sols := make([]store.Solution, len(cs))
+	for i, c := range cs {
 		sols[i] = store.Solution{Key: store.Key{Run: req.RunID, Step: req.Step, Group: req.Group, Sample: i},
-			TaskID: task.ID, Program: text}
+			TaskID: task.ID, Program: c.Text}
+		// Token ids and logprobs are kept when the policy gives its
+		// logprobs: a remote policy's update needs both.
+		if len(c.LogProbs) > 0 {
+			if len(c.LogProbs) != len(c.Tokens) {
+				return GenerateResponse{}, fmt.Errorf("group %d sample %d: policy gave %d logprobs for %d tokens",
+					req.Group, i, len(c.LogProbs), len(c.Tokens))
+			}
+			sols[i].Completion = &store.Completion{Tokens: c.Tokens, LogProbs: c.LogProbs}
+		}
 	}
 	n, err := a.Store.InsertTrajectories(ctx, sols)
 	if err != nil {
@@ -84,9 +93,9 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	return GenerateResponse{TaskID: task.ID, Inserted: n}, nil
 }
 
-// sample returns the texts of the policy's completions; errors say what
+// sample returns the policy's completions, one per seed; errors say what
 // was sampled.
-func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what string) ([]string, error) {
+func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what string) ([]backend.Completion, error) {
 	policy, err := a.policyOf(ctx, req.Run)
 	if err != nil {
 		return nil, err
@@ -98,11 +107,16 @@ func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what
 	if len(cs) != len(req.Seeds) {
 		return nil, fmt.Errorf("policy returned %d completions for %d seeds", len(cs), len(req.Seeds))
 	}
+	return cs, nil
+}
+
+// texts returns the completions' texts.
+func texts(cs []backend.Completion) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.Text
 	}
-	return out, nil
+	return out
 }
 
 // ScoreRequest asks for the world model's scores of one group.

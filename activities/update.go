@@ -76,6 +76,9 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err != nil {
 		return UpdateResponse{}, err
 	}
+	if err := a.withCompletions(ctx, req.RunID, req.Step, data); err != nil {
+		return UpdateResponse{}, err
+	}
 	settings, err := a.runSettings(ctx, req.RunID)
 	if err != nil {
 		return UpdateResponse{}, err
@@ -131,6 +134,40 @@ func (a *Activities) data(ctx context.Context, suiteSeed uint64, b fusion.Batch)
 			Advantage: it.Advantage, Weight: it.Weight}
 	}
 	return out, nil
+}
+
+// withCompletions fills in the token ids and logprobs a remote policy
+// sampled for the step's trajectories (store.Completion); the built-in
+// policy re-encodes the text and needs none, so its runs skip the read.
+func (a *Activities) withCompletions(ctx context.Context, run string, step int, data []backend.Datum) error {
+	b, err := a.runBackendsOf(ctx, run)
+	if err != nil {
+		return err
+	}
+	if b.policy == "" || b.policy == backend.Builtin {
+		return nil
+	}
+	ts, err := a.Store.StepTrajectories(ctx, run, step)
+	if err != nil {
+		return err
+	}
+	type gs struct{ group, sample int }
+	byKey := make(map[gs]*store.Completion, len(ts))
+	for _, t := range ts {
+		byKey[gs{t.Group, t.Sample}] = t.Completion
+	}
+	for i := range data {
+		c := byKey[gs{data[i].Group, data[i].Sample}]
+		if c == nil {
+			if data[i].Weight == 0 {
+				continue
+			}
+			return invalid(fmt.Errorf("%s: policy.backend %q needs the completion's tokens and logprobs, and none were stored",
+				backend.SampleKey(run, step, data[i].Group, data[i].Sample), b.policy))
+		}
+		data[i].Tokens, data[i].LogProbs = c.Tokens, c.LogProbs
+	}
+	return nil
 }
 
 // runSettings returns the policy settings of a run's recorded

@@ -797,3 +797,34 @@ func TestEvaluations(t *testing.T) {
 		t.Errorf("%d evaluations, want 5", c.Evaluations)
 	}
 }
+
+// A trajectory keeps its completion's tokens and logprobs (first write
+// wins, the task and the program are compared); the built-in policy's
+// trajectories keep none; bad logprobs are refused.
+func TestTrajectoryCompletion(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	r := newRun(t, s)
+	k0, k1 := Key{Run: r.ID, Step: 0, Group: 0, Sample: 0}, Key{Run: r.ID, Step: 0, Group: 0, Sample: 1}
+	c := &Completion{Tokens: []int{5, 7, 2}, LogProbs: []float64{-0.5, -1.25, -3}}
+	n, err := s.InsertTrajectories(ctx, []Solution{{Key: k0, TaskID: "a", Program: "p", Completion: c}, {Key: k1, TaskID: "a", Program: "q"}})
+	if err != nil || n != 2 {
+		t.Fatalf("insert = %d, %v", n, err)
+	}
+	again := &Completion{Tokens: []int{5, 7, 2}, LogProbs: []float64{-0.5, -1.2, -3}}
+	if n, err := s.InsertTrajectories(ctx, []Solution{{Key: k0, TaskID: "a", Program: "p", Completion: again}}); err != nil || n != 0 {
+		t.Fatalf("retried insert with other logprobs = %d, %v, want 0, nil", n, err)
+	}
+	ts, err := s.StepTrajectories(ctx, r.ID, 0)
+	if err != nil || len(ts) != 2 {
+		t.Fatalf("step trajectories = %v, %v", ts, err)
+	}
+	if !reflect.DeepEqual(ts[0].Completion, c) || ts[1].Completion != nil {
+		t.Errorf("completions %+v, %+v, want %+v and nil", ts[0].Completion, ts[1].Completion, c)
+	}
+	bad := Solution{Key: Key{Run: r.ID, Step: 0, Group: 1, Sample: 0}, TaskID: "a", Program: "p",
+		Completion: &Completion{Tokens: []int{1, 2}, LogProbs: []float64{-1}}}
+	if _, err := s.InsertTrajectories(ctx, []Solution{bad}); err == nil || !strings.Contains(err.Error(), "1 logprobs for 2 tokens") {
+		t.Errorf("mismatched logprobs: %v", err)
+	}
+}

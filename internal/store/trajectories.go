@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -36,6 +37,32 @@ type Solution struct {
 	Key
 	TaskID  string `json:"task_id"`
 	Program string `json:"program"`
+	// Completion holds the completion's token ids and sampling logprobs,
+	// when the policy backend gave them (nil for the built-in policy).
+	Completion *Completion `json:"completion,omitempty"`
+}
+
+// Completion is a sampled completion's token ids and the sampling logprob
+// of each (LogProbs is empty or as long as Tokens).
+type Completion struct {
+	Tokens   []int     `json:"tokens"`
+	LogProbs []float64 `json:"logprobs,omitempty"`
+}
+
+// check refuses logprobs that do not match the tokens, or are not finite.
+func (c *Completion) check() error {
+	if c == nil {
+		return nil
+	}
+	if len(c.LogProbs) != 0 && len(c.LogProbs) != len(c.Tokens) {
+		return fmt.Errorf("completion: %d logprobs for %d tokens", len(c.LogProbs), len(c.Tokens))
+	}
+	for i, lp := range c.LogProbs {
+		if !finite(lp) {
+			return fmt.Errorf("completion: logprob %d is %v", i, lp)
+		}
+	}
+	return nil
 }
 
 // Score is the world model's score of one trajectory.
@@ -92,17 +119,33 @@ func (s *Store) InsertTrajectories(ctx context.Context, sols []Solution) (int, e
 		return 0, nil
 	}
 	keys, tasks, programs := make([]Key, len(sols)), make([]string, len(sols)), make([]string, len(sols))
+	completions := make([]*string, len(sols))
 	for i, x := range sols {
 		keys[i], tasks[i], programs[i] = x.Key, x.TaskID, x.Program
+		if x.Completion == nil {
+			continue
+		}
+		if err := x.Completion.check(); err != nil {
+			return 0, fmt.Errorf("insert trajectories: %s: %w", x.Key, err)
+		}
+		raw, err := json.Marshal(x.Completion)
+		if err != nil {
+			return 0, fmt.Errorf("insert trajectories: %s: %w", x.Key, err)
+		}
+		js := string(raw)
+		completions[i] = &js
 	}
-	b, err := keyBatch("trajectories", keys, []string{"task_id", "program"}, []string{"text", "text"}, tasks, programs)
+	b, err := keyBatch("trajectories", keys, []string{"task_id", "program", "completion"}, []string{"text", "text", "jsonb"},
+		tasks, programs, completions)
 	if err != nil {
 		return 0, fmt.Errorf("insert trajectories: %w", err)
 	}
 	var n int
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = insertNew(ctx, tx, b, b.cols)
+		// The completion is not compared: first write wins (a remote
+		// sampler may not repeat its logprobs bit for bit).
+		n, err = insertNew(ctx, tx, b, []string{"task_id", "program"})
 		return err
 	})
 	if err != nil {
@@ -276,14 +319,14 @@ func checkResult(r executor.Result) error {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 const trajectoryColumns = `run_id, step, grp, sample, task_id, program, anchor, wm_score,
-	status, env_score, metric, position, detail, cpu_seconds, wall_seconds, executed_at`
+	status, env_score, metric, position, detail, cpu_seconds, wall_seconds, executed_at, completion`
 
 func scanTrajectory(row pgx.CollectableRow) (Trajectory, error) {
 	var t Trajectory
 	var status, detail *string
 	var score, metric, position, cpu, wall *float64
 	err := row.Scan(&t.Run, &t.Step, &t.Group, &t.Sample, &t.TaskID, &t.Program, &t.Anchor, &t.WMScore,
-		&status, &score, &metric, &position, &detail, &cpu, &wall, &t.ExecutedAt)
+		&status, &score, &metric, &position, &detail, &cpu, &wall, &t.ExecutedAt, &t.Completion)
 	if err != nil {
 		return t, err
 	}
