@@ -58,7 +58,7 @@ pyimage:
 # to race. 50000x takes a few seconds per target here.
 FUZZTIME ?= 50000x
 FUZZ_TARGETS := ./internal/pairscsv:FuzzReadPairs ./internal/pairscsv:FuzzReadScores \
-	./internal/runconfig:FuzzParse ./internal/program:FuzzParse
+	./internal/runconfig:FuzzParse ./internal/program:FuzzParse ./internal/tokenizer:FuzzRoundTrip
 
 .PHONY: fuzz
 fuzz:
