@@ -111,16 +111,20 @@ func (a *Activities) worldModelOf(ctx context.Context, run string) (backend.Worl
 	if err != nil {
 		return nil, err
 	}
-	if b.worldModel == "" || b.worldModel == backend.Builtin {
+	return a.worldModelNamed(b.worldModel)
+}
+
+func (a *Activities) worldModelNamed(name string) (backend.WorldModel, error) {
+	if name == "" || name == backend.Builtin {
 		if a.WorldModel == nil {
 			return nil, errors.New("this worker has no world model")
 		}
 		return a.WorldModel, nil
 	}
-	if w, ok := a.Remote.WorldModels[b.worldModel]; ok {
+	if w, ok := a.Remote.WorldModels[name]; ok {
 		return w, nil
 	}
-	return nil, a.missing("world_model.backend", b.worldModel)
+	return nil, a.missing("world_model.backend", name)
 }
 
 // graderOf returns the grader a run's sandbox.kind names.

@@ -28,6 +28,9 @@ const (
 	NameEvaluate         = "Evaluate"
 	NameHeldOutScore     = "HeldOutScore"
 	NamePreflight        = "Preflight"
+	// NamePreflightBackends is scheduled on the rollout, gpu and
+	// worldmodel queues.
+	NamePreflightBackends = "PreflightBackends"
 )
 
 // Register registers every activity of a on r under its name.
@@ -38,7 +41,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameScoreWorldModel: a.ScoreWorldModel, NameExecute: a.Execute, NameRecordAnchors: a.RecordAnchors,
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
-		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight,
+		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

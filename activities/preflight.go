@@ -49,3 +49,56 @@ func (a *Activities) Preflight(ctx context.Context, req PreflightRequest) (Prefl
 	}
 	return PreflightResponse{Kind: a.SandboxKind}, nil
 }
+
+// PreflightBackendsRequest names a run's policy and world-model backends
+// (the run config's policy.backend and world_model.backend).
+type PreflightBackendsRequest struct {
+	Policy     string `json:"policy,omitempty"`
+	WorldModel string `json:"world_model,omitempty"`
+	// Queue is the queue asked, for messages: the rollout and gpu queues
+	// need the policy, the worldmodel queue the world model.
+	Queue string `json:"queue"`
+}
+
+// PreflightBackendsResponse says what answered.
+type PreflightBackendsResponse struct {
+	Backend string `json:"backend"`
+}
+
+// PreflightBackends checks, on a rollout, gpu or worldmodel worker, that
+// the worker has the backend the run names for that queue and that the
+// backend answers (backend.Checker): a run naming a backend no worker has
+// is refused before it starts, with the field named, instead of failing
+// at its first step.
+func (a *Activities) PreflightBackends(ctx context.Context, req PreflightBackendsRequest) (PreflightBackendsResponse, error) {
+	var (
+		field, name string
+		port        any
+		err         error
+	)
+	switch req.Queue {
+	case "rollout", "gpu":
+		field, name = "policy.backend", req.Policy
+		port, err = a.policyNamed(name)
+	case "worldmodel":
+		field, name = "world_model.backend", req.WorldModel
+		port, err = a.worldModelNamed(name)
+	default:
+		return PreflightBackendsResponse{}, invalid(fmt.Errorf("queue %q: want rollout, gpu or worldmodel", req.Queue))
+	}
+	if err != nil {
+		return PreflightBackendsResponse{}, err
+	}
+	if name == "" {
+		name = backend.Builtin
+	}
+	if c, ok := port.(backend.Checker); ok {
+		if err := c.Check(ctx); err != nil {
+			if backend.IsPermanent(err) {
+				return PreflightBackendsResponse{}, invalid(fmt.Errorf("%s: %s: %w", field, name, err))
+			}
+			return PreflightBackendsResponse{}, fmt.Errorf("%s: %s does not answer: %w", field, name, err)
+		}
+	}
+	return PreflightBackendsResponse{Backend: name}, nil
+}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -21,22 +22,50 @@ func PreflightWorkflowID(run string) string { return run + "/preflight" }
 
 // Preflight asks a sandbox worker whether it can execute the programs of a
 // run with config cfg (activity Preflight on the sandbox queue) before the
-// run starts: `wmrl run` refuses a run the sandbox cannot execute, with the
-// field named, instead of a run that "completes" with no execution.
+// run starts, and a rollout, a gpu and (when the mode scores with the world
+// model) a worldmodel worker whether it has the backends the run names
+// (PreflightBackends): `wmrl run` refuses a run the workers cannot serve,
+// with the field named, instead of a run that "completes" with no
+// execution or fails at its first step.
 func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.PreflightResponse, error) {
 	if err := cfg.Validate(); err != nil {
 		return activities.PreflightResponse{}, invalidInput(err)
 	}
-	ctx = options(ctx, activityOptions{queue: QueueSandbox, startToClose: time.Minute, retryFor: PreflightTimeout})
+	ask := func(queue string) workflow.Context {
+		return options(ctx, activityOptions{queue: queue, startToClose: time.Minute, retryFor: PreflightTimeout})
+	}
+	var backends []workflow.Future
+	var queues []string
+	if workflow.GetVersion(ctx, changePreflightBackends, workflow.DefaultVersion, 1) >= 1 {
+		queues = []string{QueueRollout, QueueGPU}
+		if cfg.Mode.Pieces().WorldModel {
+			queues = append(queues, QueueWorldModel)
+		}
+		for _, q := range queues {
+			req := activities.PreflightBackendsRequest{Policy: cfg.Policy.Backend, WorldModel: cfg.WorldModel.Backend,
+				Queue: strings.TrimPrefix(q, "wmrl-")}
+			backends = append(backends, workflow.ExecuteActivity(ask(q), activities.NamePreflightBackends, req))
+		}
+	}
 	var res activities.PreflightResponse
 	req := activities.PreflightRequest{Kind: cfg.Sandbox.Kind, Limits: cfg.Sandbox.Limits()}
-	if err := workflow.ExecuteActivity(ctx, activities.NamePreflight, req).Get(ctx, &res); err != nil {
-		var timeout *temporal.TimeoutError
-		if errors.As(err, &timeout) {
-			return res, fmt.Errorf("no sandbox worker answered within %v (start one: wmrl-worker --queues sandbox): %w",
-				PreflightTimeout, err)
+	if err := workflow.ExecuteActivity(ask(QueueSandbox), activities.NamePreflight, req).Get(ctx, &res); err != nil {
+		return res, noWorker(err, "sandbox")
+	}
+	for i, f := range backends {
+		if err := f.Get(ctx, nil); err != nil {
+			return res, noWorker(err, strings.TrimPrefix(queues[i], "wmrl-"))
 		}
-		return res, err
 	}
 	return res, nil
+}
+
+// noWorker says which worker to start when a preflight activity timed out.
+func noWorker(err error, queue string) error {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return fmt.Errorf("no %s worker answered within %v (start one: wmrl-worker --queues %s): %w",
+			queue, PreflightTimeout, queue, err)
+	}
+	return err
 }

@@ -80,6 +80,11 @@ const (
 	// that triggers continue-as-new is carried over; before it, such a
 	// signal could be lost.
 	changeRunSignalsAtCAN = "run-signals-at-can"
+	// changePreflightBackends (version 1): the preflight also asks a
+	// rollout, a gpu and (when the mode uses it) a worldmodel worker
+	// whether it has the policy and world-model backends the run names,
+	// and whether they answer.
+	changePreflightBackends = "preflight-backends"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the

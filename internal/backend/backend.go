@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -21,6 +22,14 @@ const (
 	// the /health + /grade contract.
 	GradeHTTP = "grade-http"
 )
+
+// Checker is an adapter that can tell whether its service answers (a
+// remote one's health endpoint); the preflight of a run calls it. A
+// *PermanentError means it answered and refused (a bad key, an unknown
+// model).
+type Checker interface {
+	Check(ctx context.Context) error
+}
 
 // PermanentError is an error retrying cannot repair: the activity that gets
 // it fails for good (a non-retryable application error) with its message.
