@@ -29,20 +29,21 @@ func TestTokenLogProbsSumToLogProb(t *testing.T) {
 	}
 }
 
-// Without a KL term, PolicyGradient then AdamStep with the configured
-// hyperparameters is Update, bit for bit.
+// Without a KL term and with weights summing to 1, PolicyGradient then
+// AdamStep with the configured hyperparameters is Update, bit for bit.
 func TestPolicyGradientAdamStepIsUpdate(t *testing.T) {
 	cfg := toyConfig()
 	cfg.KLCoef = 0
 	a := mustInit(t, cfg, toyGrammar{}, 4)
 	var batch []Example
+	weights := []float64{0.25, 0.125, 0.25, 0, 0.25, 0.125}
 	for i := range 6 {
 		card := []float64{float64(i) / 3, 1 - float64(i)/5}
 		s, err := a.Sample(card, uint64(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch = append(batch, Example{Card: card, Tokens: s.Tokens, Advantage: float64(i) - 2.5, Weight: 1 + float64(i%2)})
+		batch = append(batch, Example{Card: card, Tokens: s.Tokens, Advantage: float64(i) - 2.5, Weight: weights[i]})
 	}
 	b := a.Clone()
 	for range 3 {
@@ -59,6 +60,22 @@ func TestPolicyGradientAdamStepIsUpdate(t *testing.T) {
 	}
 	if a.Hash() != b.Hash() {
 		t.Fatalf("Update gives %s, PolicyGradient+AdamStep %s", a.Hash(), b.Hash())
+	}
+	// The summed gradient scales with the weights; an empty batch has a
+	// zero gradient.
+	g1, _, _ := b.PolicyGradient(batch)
+	doubled := append([]Example(nil), batch...)
+	for i := range doubled {
+		doubled[i].Weight *= 2
+	}
+	g2, _, _ := b.PolicyGradient(doubled)
+	for i := range g1 {
+		if g2[i] != 2*g1[i] {
+			t.Fatalf("gradient %d: %v with doubled weights, %v", i, g2[i], g1[i])
+		}
+	}
+	if g, _, err := b.PolicyGradient(nil); err != nil || len(g) != b.NumParams() {
+		t.Fatalf("empty batch: %d values, %v", len(g), err)
 	}
 	// A zero gradient still advances the step, and bad hyperparameters fail.
 	if _, err := b.AdamStep(make([]float64, b.NumParams()), Adam{LearningRate: 0.1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}); err != nil || b.Step() != 4 {

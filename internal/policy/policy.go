@@ -210,13 +210,15 @@ type Adam struct {
 	ClipNorm float64
 }
 
-// PolicyGradient returns the gradient of Σ_i w_i A_i log π(τ_i) / Σ_i w_i
-// at the current parameters (Update's gradient without the KL term, whatever
-// KLCoef is) and the stats of that objective. A training service that
-// accumulates gradients over several batches before an optimiser step
-// (AdamStep) uses it.
+// PolicyGradient returns the gradient of the summed objective
+// Σ_i w_i A_i log π(τ_i) at the current parameters: Update's gradient
+// without the KL term (whatever KLCoef is) and without the division by
+// Σ_i w_i, which is the same when the weights sum to 1. A training service
+// whose loss sums over datums (Tinker's), accumulating gradients over
+// batches before an optimiser step (AdamStep), uses it. Weights may all be
+// 0 (a zero gradient); the stats' objective is the summed one.
 func (p *Policy) PolicyGradient(batch []Example) ([]float64, UpdateStats, error) {
-	return p.gradientBeta(p.theta, batch, 0)
+	return p.gradientBeta(p.theta, batch, 0, false)
 }
 
 // AdamStep takes one Adam ascent step along grad (len NumParams) with a's
@@ -284,8 +286,8 @@ func (p *Policy) step1(grad []float64, a Adam, stats UpdateStats) (UpdateStats, 
 }
 
 // checkBatch validates a batch and returns Σ w_i.
-func (p *Policy) checkBatch(batch []Example) (float64, error) {
-	if len(batch) == 0 {
+func (p *Policy) checkBatch(batch []Example, normalise bool) (float64, error) {
+	if len(batch) == 0 && normalise {
 		return 0, errors.New("update: empty batch")
 	}
 	wsum := 0.0
@@ -307,7 +309,7 @@ func (p *Policy) checkBatch(batch []Example) (float64, error) {
 		}
 		wsum += e.Weight
 	}
-	if wsum <= 0 {
+	if wsum <= 0 && normalise {
 		return 0, errors.New("update: weights sum to 0")
 	}
 	return wsum, nil
@@ -315,12 +317,13 @@ func (p *Policy) checkBatch(batch []Example) (float64, error) {
 
 // gradient returns ∇L at theta and L itself (in the stats).
 func (p *Policy) gradient(theta []float64, batch []Example) ([]float64, UpdateStats, error) {
-	return p.gradientBeta(theta, batch, p.cfg.KLCoef)
+	return p.gradientBeta(theta, batch, p.cfg.KLCoef, true)
 }
 
-// gradientBeta is gradient with KL coefficient beta.
-func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64) ([]float64, UpdateStats, error) {
-	wsum, err := p.checkBatch(batch)
+// gradientBeta is gradient with KL coefficient beta, divided by Σ w_i
+// when normalise is set.
+func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64, normalise bool) ([]float64, UpdateStats, error) {
+	wsum, err := p.checkBatch(batch, normalise)
 	if err != nil {
 		return nil, UpdateStats{}, err
 	}
@@ -347,7 +350,10 @@ func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64) ([
 				}
 			}
 		}
-		w := e.Weight / wsum
+		w := e.Weight
+		if normalise {
+			w /= wsum
+		}
 		stats.Objective += w * (e.Advantage*lp - beta*kl)
 		stats.KL += w * kl
 		stats.Trajectories++

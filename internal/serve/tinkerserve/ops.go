@@ -166,9 +166,18 @@ func (s *Server) modelOp(ctx context.Context, kind, model string, seq *int64, id
 			}
 		}
 		if idem != "" {
-			f, ok, err := s.futureByKey(ctx, tx, idem)
-			if err != nil || ok {
-				out = f
+			var id int64
+			var k string
+			var m2 *string
+			err := tx.QueryRow(ctx, `SELECT request_id, kind, model_id FROM tinker_futures WHERE idempotency_key = $1`, idem).Scan(&id, &k, &m2)
+			if err == nil {
+				if k != kind || m2 == nil || *m2 != model {
+					return &httpError{status: 409, field: tinker.HeaderIdempotencyKey, msg: fmt.Sprintf("%q was the key of another request (%s)", idem, k)}
+				}
+				out = tinker.FutureResponse{RequestID: strconv.FormatInt(id, 10)}
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 		}
@@ -234,13 +243,10 @@ func (s *Server) forwardBackward(ctx context.Context, body []byte, idem string) 
 	return s.modelOp(ctx, "forward_backward", req.ModelID, req.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
 		metrics := map[string]float64{"loss:sum": 0, "logprob_diff:max": 0, "grad_norm": 0}
 		if len(items) > 0 {
-			// PolicyGradient divides by Σ w = n: A = n·a gives Σ_i a_i ∇log π(τ_i).
-			n := float64(len(items))
+			// PolicyGradient sums: w = 1 and A = a give Σ_i a_i ∇log π(τ_i).
 			batch := make([]policy.Example, len(items))
 			for i, it := range items {
 				batch[i] = it.ex
-				batch[i].Advantage = n * it.ex.Advantage
-				batch[i].Weight = 1
 				lp, err := m.pol.LogProb(it.ex.Card, it.ex.Tokens)
 				if err != nil {
 					return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
