@@ -74,6 +74,9 @@ func (p *Policy) roundTrip(ctx context.Context, path string, body any, idem stri
 			last = &statusError{status: status, msg: p.redact(errorMessage(raw))}
 		case ctx.Err() != nil:
 			return 0, nil, p.wrap(path, ctx.Err())
+		case poll && errors.Is(err, context.DeadlineExceeded):
+			// A long poll that outlived RequestTimeout: not done yet.
+			return http.StatusRequestTimeout, nil, nil
 		default:
 			last = err
 		}
