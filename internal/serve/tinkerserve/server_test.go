@@ -512,3 +512,95 @@ func TestCompareWithInProcessBuiltin(t *testing.T) {
 		}
 	}
 }
+
+// An update whose weights are all 0 sends no forward_backward and takes a
+// zero-gradient optimiser step: the version advances, the policy moves only
+// by its Adam moments (none at step 1: it stays put but for the step count).
+func TestZeroWeightUpdate(t *testing.T) {
+	e := newEnv(t, nil, tinkerserve.Options{})
+	ctx := t.Context()
+	p := e.client(t, &tinker.MemJournal{}, "")
+	task := trainTask(t)
+	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := batchOf(task, comps)
+	for i := range batch {
+		batch[i].Weight = 0
+	}
+	next, stats, err := p.Update(ctx, updateRequest(ck, batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Version != 1 || next.Hash == ck.Hash || stats.Trajectories != 0 || stats.WeightSum != 0 {
+		t.Fatalf("zero update: %+v %+v (base %+v)", next, stats, ck)
+	}
+	if fb, optim := e.counts(t); fb != 0 || optim != 1 {
+		t.Fatalf("server applied %d forward_backward and %d optim_step, want 0 and 1", fb, optim)
+	}
+}
+
+// Session heartbeats, and an idempotency key reused for another request.
+func TestSessionsAndKeys(t *testing.T) {
+	e := newEnv(t, nil, tinkerserve.Options{})
+	post := func(path, body string, hdr map[string]string) (int, tinker.ErrorResponse, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var er tinker.ErrorResponse
+		_ = json.Unmarshal(raw, &er)
+		return resp.StatusCode, er, raw
+	}
+	code, _, raw := post(tinker.PathCreateSession, `{"tags":["t"],"sdk_version":"x","type":"create_session"}`, nil)
+	var sess tinker.CreateSessionResponse
+	if err := json.Unmarshal(raw, &sess); code != 200 || err != nil || sess.SessionID == "" {
+		t.Fatalf("create_session: %d %s", code, raw)
+	}
+	if code, _, _ := post(tinker.PathSessionHeartbeat, `{"session_id":"`+sess.SessionID+`","type":"session_heartbeat"}`, nil); code != 200 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	if code, er, _ := post(tinker.PathSessionHeartbeat, `{"session_id":"nope"}`, nil); code != 404 || er.Field != "session_id" {
+		t.Fatalf("heartbeat of an unknown session: %d %+v", code, er)
+	}
+	var beats int
+	_ = e.pool.QueryRow(t.Context(), `SELECT heartbeats FROM tinker_sessions WHERE session_id = $1`, sess.SessionID).Scan(&beats)
+	if beats != 1 {
+		t.Fatalf("%d heartbeats recorded", beats)
+	}
+	create := `{"session_id":"` + sess.SessionID + `","model_seq_id":0,"base_model":"` + tinker.BuiltinBaseModel + `","user_metadata":{"wmrl_seed":3,"wmrl_suite":"7"},"lora_config":{"rank":4},"type":"create_model"}`
+	hdr := map[string]string{tinker.HeaderIdempotencyKey: "k1"}
+	code, _, raw = post(tinker.PathCreateModel, create, hdr)
+	var fr tinker.FutureResponse
+	if err := json.Unmarshal(raw, &fr); code != 200 || err != nil || fr.ModelID == "" {
+		t.Fatalf("create_model: %d %s", code, raw)
+	}
+	// The same key again: the same future, no second model.
+	if _, _, raw2 := post(tinker.PathCreateModel, create, hdr); !bytes.Equal(raw, raw2) {
+		t.Fatalf("create_model again: %s, first %s", raw2, raw)
+	}
+	// The key of create_model on an optim_step: 409.
+	code, er, _ := post(tinker.PathOptimStep, `{"model_id":"`+fr.ModelID+`","adam_params":{"learning_rate":0.1,"beta1":0.9,"beta2":0.95,"eps":1e-8}}`, hdr)
+	if code != http.StatusConflict || er.Field != tinker.HeaderIdempotencyKey {
+		t.Fatalf("key reused: %d %+v", code, er)
+	}
+	code, _, raw = post(tinker.PathGetInfo, `{"model_id":"`+fr.ModelID+`"}`, nil)
+	var info tinker.GetInfoResponse
+	if err := json.Unmarshal(raw, &info); code != 200 || err != nil || info.ModelData.BaseModel != tinker.BuiltinBaseModel || info.ModelData.LoraConfig.Rank != 4 {
+		t.Fatalf("get_info: %d %s", code, raw)
+	}
+	if code, _, _ := post(tinker.PathRetrieveFuture, `{"request_id":"999999"}`, nil); code != 404 {
+		t.Fatalf("unknown future: %d", code)
+	}
+}
