@@ -99,6 +99,9 @@ type Sample struct {
 	Tokens []int `json:"tokens"`
 	// LogProb is log π(Tokens | card), the sum over positions.
 	LogProb float64 `json:"log_prob"`
+	// TokenLogProbs is the logprob of each token (0 for a token the
+	// grammar forces); it sums to LogProb. It is not serialised.
+	TokenLogProbs []float64 `json:"-"`
 }
 
 // Sample draws one token sequence for card, a deterministic function of the
@@ -128,6 +131,7 @@ func (p *Policy) Sample(card []float64, seed uint64) (Sample, error) {
 			return Sample{}, fmt.Errorf("sample: grammar allows no token after %v", out.Tokens)
 		case 1:
 			tok = legal[0]
+			out.TokenLogProbs = append(out.TokenLogProbs, 0)
 		default:
 			lp = lp[:len(legal)]
 			l.hidden(p.theta, st, prev, t, bag, h)
@@ -135,6 +139,7 @@ func (p *Policy) Sample(card []float64, seed uint64) (Sample, error) {
 			i := draw(r.Float64(), lp)
 			tok = legal[i]
 			out.LogProb += lp[i]
+			out.TokenLogProbs = append(out.TokenLogProbs, lp[i])
 		}
 		if tok < 0 || tok >= l.v {
 			return Sample{}, fmt.Errorf("sample: grammar returned token %d outside the vocabulary", tok)
@@ -194,6 +199,53 @@ func (p *Policy) Update(batch []Example) (UpdateStats, error) {
 	if err != nil {
 		return UpdateStats{}, err
 	}
+	c := p.cfg
+	return p.step1(grad, Adam{LearningRate: c.LearningRate, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, ClipNorm: c.ClipNorm}, stats)
+}
+
+// Adam are the hyperparameters of one Adam step (AdamStep).
+type Adam struct {
+	LearningRate, Beta1, Beta2, Eps float64
+	// ClipNorm rescales a gradient whose norm exceeds it; 0 never clips.
+	ClipNorm float64
+}
+
+// PolicyGradient returns the gradient of the summed objective
+// Σ_i w_i A_i log π(τ_i) at the current parameters: Update's gradient
+// without the KL term (whatever KLCoef is) and without the division by
+// Σ_i w_i, which is the same when the weights sum to 1. A training service
+// whose loss sums over datums (Tinker's), accumulating gradients over
+// batches before an optimiser step (AdamStep), uses it. Weights may all be
+// 0 (a zero gradient); the stats' objective is the summed one.
+func (p *Policy) PolicyGradient(batch []Example) ([]float64, UpdateStats, error) {
+	return p.gradientBeta(p.theta, batch, 0, false)
+}
+
+// AdamStep takes one Adam ascent step along grad (len NumParams) with a's
+// hyperparameters instead of the configured ones, clipping grad first when
+// a.ClipNorm > 0. A zero gradient still moves the parameters by the Adam
+// moments and advances the step. On error the policy is unchanged.
+func (p *Policy) AdamStep(grad []float64, a Adam) (UpdateStats, error) {
+	if len(grad) != p.l.n {
+		return UpdateStats{}, fmt.Errorf("step: gradient has %d values, want %d", len(grad), p.l.n)
+	}
+	switch {
+	case !(a.LearningRate > 0) || math.IsInf(a.LearningRate, 0):
+		return UpdateStats{}, fmt.Errorf("step: learning rate %v: want finite and > 0", a.LearningRate)
+	case !(a.Beta1 >= 0 && a.Beta1 < 1):
+		return UpdateStats{}, fmt.Errorf("step: beta1 %v: want in [0, 1)", a.Beta1)
+	case !(a.Beta2 >= 0 && a.Beta2 < 1):
+		return UpdateStats{}, fmt.Errorf("step: beta2 %v: want in [0, 1)", a.Beta2)
+	case !(a.Eps > 0) || math.IsInf(a.Eps, 0):
+		return UpdateStats{}, fmt.Errorf("step: eps %v: want finite and > 0", a.Eps)
+	case !(a.ClipNorm >= 0) || math.IsInf(a.ClipNorm, 0):
+		return UpdateStats{}, fmt.Errorf("step: clip norm %v: want finite and >= 0", a.ClipNorm)
+	}
+	return p.step1(append([]float64(nil), grad...), a, UpdateStats{})
+}
+
+// step1 clips grad (in place) and applies one Adam ascent step.
+func (p *Policy) step1(grad []float64, a Adam, stats UpdateStats) (UpdateStats, error) {
 	norm := 0.0
 	for _, x := range grad {
 		norm += x * x
@@ -203,7 +255,7 @@ func (p *Policy) Update(batch []Example) (UpdateStats, error) {
 		return UpdateStats{}, errors.New("update: gradient not finite")
 	}
 	stats.GradNorm = norm
-	if c := p.cfg.ClipNorm; c > 0 && norm > c {
+	if c := a.ClipNorm; c > 0 && norm > c {
 		s := c / norm
 		for i := range grad {
 			grad[i] *= s
@@ -211,10 +263,10 @@ func (p *Policy) Update(batch []Example) (UpdateStats, error) {
 		stats.Clipped = true
 	}
 	t := p.step + 1
-	b1, b2 := p.cfg.Beta1, p.cfg.Beta2
+	b1, b2 := a.Beta1, a.Beta2
 	c1 := 1 - math.Pow(b1, float64(t))
 	c2 := 1 - math.Pow(b2, float64(t))
-	lr, eps := p.cfg.LearningRate, p.cfg.AdamEps
+	lr, eps := a.LearningRate, a.Eps
 	theta := append([]float64(nil), p.theta...)
 	m := append([]float64(nil), p.m...)
 	v := append([]float64(nil), p.v...)
@@ -234,8 +286,8 @@ func (p *Policy) Update(batch []Example) (UpdateStats, error) {
 }
 
 // checkBatch validates a batch and returns Σ w_i.
-func (p *Policy) checkBatch(batch []Example) (float64, error) {
-	if len(batch) == 0 {
+func (p *Policy) checkBatch(batch []Example, normalise bool) (float64, error) {
+	if len(batch) == 0 && normalise {
 		return 0, errors.New("update: empty batch")
 	}
 	wsum := 0.0
@@ -257,7 +309,7 @@ func (p *Policy) checkBatch(batch []Example) (float64, error) {
 		}
 		wsum += e.Weight
 	}
-	if wsum <= 0 {
+	if wsum <= 0 && normalise {
 		return 0, errors.New("update: weights sum to 0")
 	}
 	return wsum, nil
@@ -265,11 +317,16 @@ func (p *Policy) checkBatch(batch []Example) (float64, error) {
 
 // gradient returns ∇L at theta and L itself (in the stats).
 func (p *Policy) gradient(theta []float64, batch []Example) ([]float64, UpdateStats, error) {
-	wsum, err := p.checkBatch(batch)
+	return p.gradientBeta(theta, batch, p.cfg.KLCoef, true)
+}
+
+// gradientBeta is gradient with KL coefficient beta, divided by Σ w_i
+// when normalise is set.
+func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64, normalise bool) ([]float64, UpdateStats, error) {
+	wsum, err := p.checkBatch(batch, normalise)
 	if err != nil {
 		return nil, UpdateStats{}, err
 	}
-	beta := p.cfg.KLCoef
 	var ref []float64
 	if beta > 0 {
 		ref = p.ref
@@ -293,7 +350,10 @@ func (p *Policy) gradient(theta []float64, batch []Example) ([]float64, UpdateSt
 				}
 			}
 		}
-		w := e.Weight / wsum
+		w := e.Weight
+		if normalise {
+			w /= wsum
+		}
 		stats.Objective += w * (e.Advantage*lp - beta*kl)
 		stats.KL += w * kl
 		stats.Trajectories++

@@ -1,0 +1,61 @@
+// Package tinker is the policy port (backend.Policy) over the Tinker
+// training API: REST and JSON under /api/v1/, as hosted Tinker and the open
+// servers that implement it (SkyRL tx) serve it, and as
+// internal/serve/tinkerserve serves the built-in policy. It speaks the
+// subset wmrl needs, with the paths and JSON shapes of the Tinker Python
+// SDK: create_session, session_heartbeat, create_model, asample,
+// forward_backward, optim_step, save_weights_for_sampler and
+// retrieve_future.
+//
+// A run is one Tinker model: Init creates it (a LoRA adapter of
+// Config.LoRARank on Config.BaseModel) and saves its weights for sampling
+// as checkpoint 0; checkpoint v is the sampler weights named "wmrl-v<v>",
+// and its Location is their tinker:// path. Sample sends one asample request
+// per group. Update sends forward_backward with the batch's datums
+// (BuildDatums, the RL datums of tinker-cookbook), optim_step with Adam
+// (the run's learning rate), and save_weights_for_sampler.
+//
+// Every request is asynchronous: the service answers with a request id,
+// and the client polls retrieve_future, again on a "try_again" answer or an
+// HTTP 408, backing off up to Config.PollMax, heartbeating the Temporal
+// activity (when it runs in one) and the session. Transient failures
+// (connection errors, 408, 429, 5xx) are retried Config.Retries times and
+// then returned as retryable errors; other answers are
+// *backend.PermanentError. Messages name the backend and URL and never
+// hold the key.
+//
+// Exactly once: before a request of Init or Update is sent, its key
+// (UpdateRequest.Key or "<run>/init", and the phase) is written to a
+// Journal with the model id and seq_id; once the service answers, the
+// request id is. A retried activity finds it and polls the same future.
+// The seq_ids derive from the checkpoint version, and every request carries
+// its key as X-Idempotency-Key, so a request sent again (the worker died
+// before journalling its id) is answered with the first future by a server
+// that honours seq_id or the idempotency key, as tinkerserve does.
+//
+// Determinism: a sampling request carries one seed, Seeds[0]>>33, and
+// num_samples = len(Seeds); the service must sample deterministically from
+// it. The checkpoint hash is the content hash the service reports
+// (tinkerserve reports the policy's hash), else a hash of the tinker://
+// path (hosted Tinker reports none).
+//
+// Configuration: the run config's policy section would select it with
+//
+//	policy:
+//	  backend: tinker
+//	  learning_rate: 4.0e-5
+//	  tinker:
+//	    base_url: https://tinker.thinkingmachines.dev/services/tinker-prod  # or TINKER_BASE_URL
+//	    base_model: Qwen/Qwen3-8B        # wmrl/builtin-policy for tinkerserve
+//	    lora_rank: 32
+//	    loss: importance_sampling        # or ppo
+//	    beta1: 0.9
+//	    beta2: 0.95
+//	    eps: 1.0e-12
+//	    max_tokens: 512
+//	    temperature: 1.0
+//
+// and the key comes from TINKER_API_KEY or the file named by
+// TINKER_API_KEY_FILE (Config.FromEnv), never from the run config. Secret
+// keeps it out of logs, errors and anything serialised.
+package tinker

@@ -1,0 +1,122 @@
+package tinker
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wmrl/wmrl/internal/backend"
+)
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(b)
+}
+
+// textTokenizer stands in for an LLM's tokenizer.
+type textTokenizer struct{}
+
+func (textTokenizer) Prompt(t backend.Task) ([]int, error) { return []int{1, 2, 3}, nil }
+func (textTokenizer) Decode(c []int) (string, error) {
+	b, _ := json.Marshal(c)
+	return string(b), nil
+}
+
+// Init and Sample against a server answering with the fixtures' shapes
+// (SkyRL's submit answers, the SDK's future results, try_again and 408
+// while a future is pending), and the create_model request as the SDK
+// sends it.
+func TestAgainstFixtures(t *testing.T) {
+	var mu sync.Mutex
+	var created []byte
+	pending := map[string]int{}
+	results := map[string][]byte{}
+	next := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		submit := func(result string) {
+			next++
+			id := string(rune('0' + next))
+			results[id] = fixture(t, result)
+			b := fixture(t, "skyrl_future_response.json")
+			_, _ = w.Write(bytes.ReplaceAll(b, []byte(`"2"`), []byte(`"`+id+`"`)))
+		}
+		switch r.URL.Path {
+		case PathCreateSession:
+			_, _ = w.Write(fixture(t, "tinker_create_session_response.json"))
+		case PathCreateModel:
+			created = body
+			next++
+			results["1"] = fixture(t, "tinker_create_model_result.json")
+			_, _ = w.Write(fixture(t, "skyrl_create_model_response.json"))
+		case PathSaveWeightsForSampler:
+			submit("tinker_save_weights_for_sampler_result.json")
+		case PathAsample:
+			submit("tinker_sample_result.json")
+		case PathRetrieveFuture:
+			var req RetrieveFutureRequest
+			_ = json.Unmarshal(body, &req)
+			pending[req.RequestID]++
+			switch pending[req.RequestID] {
+			case 1:
+				_, _ = w.Write(fixture(t, "tinker_try_again.json"))
+			case 2:
+				w.WriteHeader(http.StatusRequestTimeout)
+				_, _ = w.Write(fixture(t, "skyrl_retrieve_future_408.json"))
+			default:
+				_, _ = w.Write(results[req.RequestID])
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p, err := New(Config{BaseURL: srv.URL, BaseModel: "Qwen/Qwen3-0.6B", PollMax: time.Millisecond}, textTokenizer{}, &MemJournal{}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := p.Init(t.Context(), backend.InitRequest{Run: "run-x", Suite: 7, Seed: 5, Settings: backend.PolicySettings{LearningRate: 1e-4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000000" || !strings.HasPrefix(ck.Hash, "path-sha256:") || ck.Version != 0 {
+		t.Fatalf("checkpoint %+v", ck)
+	}
+	var got, want any
+	_ = json.Unmarshal(created, &got)
+	_ = json.Unmarshal(fixture(t, "tinker_create_model_request.json"), &want)
+	if g, _ := json.Marshal(got); !bytes.Equal(g, mustJSON(want)) {
+		t.Fatalf("create_model request\n got %s\nwant %s", g, mustJSON(want))
+	}
+	comps, err := p.Sample(t.Context(), backend.SampleRequest{Checkpoint: ck, Seeds: []uint64{1 << 40, 2}, Key: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(comps) != 2 || comps[0].Text != "[9906,1917,151645]" || comps[1].LogProbs[0] != -2 {
+		t.Fatalf("completions %+v", comps)
+	}
+	// A failed future is permanent for a user error, with its message.
+	var e ErrorResponse
+	if err := json.Unmarshal(fixture(t, "tinker_request_failed.json"), &e); err != nil || e.Category != "user" {
+		t.Fatalf("request failed: %+v %v", e, err)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,257 @@
+package tinker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// fixedTokenizer encodes every prompt as 1, 2.
+type fixedTokenizer struct{}
+
+func (fixedTokenizer) Prompt(backend.Task) ([]int, error) { return []int{1, 2}, nil }
+func (fixedTokenizer) Decode(c []int) (string, error)     { return fmt.Sprint(c), nil }
+
+// A hand-worked datum: prompt [1 2], completion [300 301 302] with logprobs
+// [-0.5 -0.25 -1], A = 2, W = 0.5: the sequence is [1 2 300 301 302].
+func TestBuildDatums(t *testing.T) {
+	batch := []backend.Datum{
+		{Task: backend.Task{ID: "t"}, Tokens: []int{300, 301, 302}, LogProbs: []float64{-0.5, -0.25, -1}, Advantage: 2, Weight: 0.5},
+		{Task: backend.Task{ID: "t"}, Sample: 1, Tokens: []int{300, 302}, LogProbs: []float64{-1, 0}, Advantage: 3, Weight: 0}, // left out
+	}
+	got, err := BuildDatums(fixedTokenizer{}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Datum{{
+		ModelInput: ModelInput{Chunks: []ModelInputChunk{{Type: "encoded_text", Tokens: []int{1, 2, 300, 301}}}},
+		LossFnInputs: map[string]TensorData{
+			"target_tokens": {Data: []float64{2, 300, 301, 302}, Dtype: "int64", Shape: []int{4}},
+			"logprobs":      {Data: []float64{0, -0.5, -0.25, -1}, Dtype: "float32", Shape: []int{4}},
+			"advantages":    {Data: []float64{0, 1, 1, 1}, Dtype: "float32", Shape: []int{4}},
+		},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("datums:\n got %+v\nwant %+v", got, want)
+	}
+	// The wire form has the SDK's shape.
+	b, _ := json.Marshal(got[0])
+	const wantJSON = `{"model_input":{"chunks":[{"type":"encoded_text","tokens":[1,2,300,301]}]},"loss_fn_inputs":{"advantages":{"data":[0,1,1,1],"dtype":"float32","shape":[4]},"logprobs":{"data":[0,-0.5,-0.25,-1],"dtype":"float32","shape":[4]},"target_tokens":{"data":[2,300,301,302],"dtype":"int64","shape":[4]}}}`
+	if string(b) != wantJSON {
+		t.Fatalf("JSON:\n got %s\nwant %s", b, wantJSON)
+	}
+	for _, tt := range []struct {
+		name string
+		give backend.Datum
+		want string
+	}{
+		{"no tokens", backend.Datum{Weight: 1}, "no completion tokens"},
+		{"logprobs", backend.Datum{Weight: 1, Tokens: []int{300}}, "0 logprobs for 1 tokens"},
+		{"negative weight", backend.Datum{Weight: -1, Tokens: []int{300}, LogProbs: []float64{0}}, "weight -1 < 0"},
+	} {
+		if _, err := BuildDatums(fixedTokenizer{}, []backend.Datum{tt.give}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestBuiltinTokenizer(t *testing.T) {
+	var tok BuiltinTokenizer
+	ids, _ := tok.Prompt(backend.Task{Suite: 7, ID: "task-3"})
+	text, err := DecodePrompt(ids)
+	if err != nil || text != "7/task-3" {
+		t.Fatalf("prompt %v decodes to %q, %v", ids, text, err)
+	}
+	if s, id, err := ParseTaskPrompt(text); err != nil || s != 7 || id != "task-3" {
+		t.Fatalf("ParseTaskPrompt: %d %q %v", s, id, err)
+	}
+	ids, _ = tok.Prompt(backend.Task{Suite: 7, ID: "x", Prompt: "héllo"})
+	if text, _ := DecodePrompt(ids); text != "héllo" {
+		t.Fatalf("prompt text %q", text)
+	}
+	if _, err := tok.Decode([]int{3}); err == nil {
+		t.Fatal("Decode took a token below the program offset")
+	}
+}
+
+const secretKey = "tml-SECRET-0123456789abcdef"
+
+func TestValidateNamesFields(t *testing.T) {
+	ok := Config{BaseURL: "http://localhost:1", BaseModel: BuiltinBaseModel}.WithDefaults()
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		give func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.BaseURL = "" }, "policy.tinker.base_url"},
+		{func(c *Config) { c.BaseURL = "ftp://x" }, "policy.tinker.base_url"},
+		{func(c *Config) { c.BaseURL = "http://user:" + secretKey + "@host/" }, "policy.tinker.base_url: credentials"},
+		{func(c *Config) { c.BaseModel = "" }, "policy.tinker.base_model"},
+		{func(c *Config) { c.LoRARank = -1 }, "policy.tinker.lora_rank"},
+		{func(c *Config) { c.Loss = "cross_entropy" }, "policy.tinker.loss"},
+		{func(c *Config) { c.Beta1 = 1 }, "policy.tinker.beta1"},
+		{func(c *Config) { c.Beta2 = -0.1 }, "policy.tinker.beta2"},
+		{func(c *Config) { c.Eps = -1 }, "policy.tinker.eps"},
+		{func(c *Config) { c.Temperature = -1 }, "policy.tinker.temperature"},
+	} {
+		c := ok
+		tt.give(&c)
+		err := c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("err %v, want prefix %q", err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), secretKey) {
+			t.Errorf("error shows the key: %v", err)
+		}
+	}
+}
+
+func TestKeyFromEnvAndFile(t *testing.T) {
+	env := map[string]string{EnvBaseURL: "http://h:1", EnvAPIKey: secretKey}
+	c, err := Config{}.FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.BaseURL != "http://h:1" || c.APIKey.v != secretKey {
+		t.Fatalf("FromEnv: %+v %v", c, err)
+	}
+	f := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(f, []byte(secretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{EnvAPIKeyFile: f}
+	c, err = Config{}.FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.APIKey.v != secretKey {
+		t.Fatalf("FromEnv with a key file: %v", err)
+	}
+	env = map[string]string{EnvAPIKeyFile: f + ".missing"}
+	if _, err := (Config{}).FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), EnvAPIKeyFile) {
+		t.Fatalf("missing key file: %v", err)
+	}
+}
+
+// The key never shows: not in a printed or serialised Config, not in an
+// error, even when the server echoes it back.
+func TestKeyRedaction(t *testing.T) {
+	c := Config{BaseURL: "http://h:1", APIKey: NewSecret(secretKey), BaseModel: "m"}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := []string{string(b), fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%s", c.APIKey), fmt.Sprint(c.APIKey)}
+	for _, s := range printed {
+		if strings.Contains(s, secretKey) {
+			t.Fatalf("key in %s", s)
+		}
+	}
+	if !strings.Contains(string(b), `"api_key":"[redacted]"`) {
+		t.Fatalf("JSON %s", b)
+	}
+
+	var sawKey atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawKey.Store(r.Header.Get(HeaderAPIKey) == secretKey)
+		// A careless server echoes the request's headers in its errors.
+		code := http.StatusBadRequest
+		if r.URL.Path == PathRetrieveFuture {
+			code = http.StatusInternalServerError
+		}
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "bad key " + r.Header.Get(HeaderAPIKey)})
+	}))
+	defer srv.Close()
+	p, err := New(Config{BaseURL: srv.URL, APIKey: NewSecret(secretKey), BaseModel: "m", Retries: 1}, fixedTokenizer{}, &MemJournal{}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Init(t.Context(), backend.InitRequest{Run: "r"})
+	if err == nil || !backend.IsPermanent(err) {
+		t.Fatalf("Init against a 400: %v", err)
+	}
+	if !sawKey.Load() {
+		t.Fatal("the key was not sent")
+	}
+	msgs := []string{err.Error()}
+	err = p.wait(t.Context(), "1", new(json.RawMessage)) // 500s: retried, then a retryable error
+	if err == nil || backend.IsPermanent(err) {
+		t.Fatalf("wait against 500s: %v", err)
+	}
+	msgs = append(msgs, err.Error())
+	for _, m := range msgs {
+		if strings.Contains(m, secretKey) || !strings.Contains(m, Redacted) {
+			t.Fatalf("error message %q", m)
+		}
+		if !strings.Contains(m, "tinker http://127.0.0.1") {
+			t.Fatalf("error message %q does not name the backend and URL", m)
+		}
+	}
+}
+
+// wait polls again on try_again and on 408, and decodes the result.
+func TestWaitPollsAgain(t *testing.T) {
+	var polls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req RetrieveFutureRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		switch n := polls.Add(1); {
+		case n <= 2:
+			_ = json.NewEncoder(w).Encode(TryAgainResponse{Type: TypeTryAgain, RequestID: req.RequestID, QueueState: "active"})
+		case n == 3:
+			w.WriteHeader(http.StatusRequestTimeout)
+			_, _ = w.Write([]byte(`{"detail":"Timeout waiting for result"}`))
+		default:
+			_ = json.NewEncoder(w).Encode(CreateModelResponse{ModelID: "m-" + req.RequestID, Type: "create_model"})
+		}
+	}))
+	defer srv.Close()
+	p, err := New(Config{BaseURL: srv.URL, BaseModel: "m", PollMax: 5 * time.Millisecond}, fixedTokenizer{}, &MemJournal{}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out CreateModelResponse
+	if err := p.wait(t.Context(), "42", &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ModelID != "m-42" || polls.Load() != 4 {
+		t.Fatalf("got %+v after %d polls", out, polls.Load())
+	}
+	// A failed future in Tinker's RequestFailedResponse shape.
+	fail := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"error":"datum 0 too long","category":"user"}`))
+	}))
+	defer fail.Close()
+	p.base = fail.URL
+	if err := p.wait(t.Context(), "1", &out); err == nil || !backend.IsPermanent(err) || !strings.Contains(err.Error(), "datum 0 too long") {
+		t.Fatalf("failed future: %v", err)
+	}
+}
+
+func TestMemJournal(t *testing.T) {
+	var j MemJournal
+	ctx := context.Background()
+	e, err := j.Begin(ctx, store.TinkerRequest{Key: "k", ModelID: "m", SeqID: 4, RequestID: "ignored"})
+	if err != nil || e.RequestID != "" {
+		t.Fatalf("Begin: %+v %v", e, err)
+	}
+	if err := j.Sent(ctx, "k", "7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Sent(ctx, "k", "8"); err == nil {
+		t.Fatal("Sent with another request id succeeded")
+	}
+	e, _ = j.Begin(ctx, store.TinkerRequest{Key: "k", ModelID: "m", SeqID: 4})
+	if e.RequestID != "7" {
+		t.Fatalf("second Begin: %+v", e)
+	}
+}

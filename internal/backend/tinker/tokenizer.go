@@ -1,0 +1,104 @@
+package tinker
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/program"
+)
+
+// Tokenizer turns a task into prompt token ids and a completion's token ids
+// into its text. A remote LLM needs its own (a Hugging Face tokenizer.json
+// adapter satisfies this interface); BuiltinTokenizer is the built-in
+// policy's.
+type Tokenizer interface {
+	Prompt(t backend.Task) ([]int, error)
+	Decode(completion []int) (string, error)
+}
+
+// BuiltinTokenizer is the token space of the built-in policy served over
+// the Tinker API (internal/serve/tinkerserve): ids 0..255 are the bytes of
+// the prompt text (PromptText: the UTF-8 bytes of the task's prompt, or of
+// "suite/id" when it is empty, as for the built-in suite), and id
+// ProgramTokenOffset+k is program token k (internal/program), the policy's
+// own vocabulary. A completion is program tokens ending with EOS; its text
+// is the program's canonical form.
+type BuiltinTokenizer struct{}
+
+// ProgramTokenOffset is the id of program token 0 in BuiltinTokenizer's
+// space.
+const ProgramTokenOffset = 256
+
+// PromptText is the text BuiltinTokenizer encodes for a task.
+func PromptText(t backend.Task) string {
+	if t.Prompt != "" {
+		return t.Prompt
+	}
+	return strconv.FormatUint(t.Suite, 10) + "/" + t.ID
+}
+
+// ParseTaskPrompt inverts PromptText for a task with an empty prompt:
+// "suite/id".
+func ParseTaskPrompt(text string) (suite uint64, id string, err error) {
+	s, id, ok := strings.Cut(text, "/")
+	if !ok || id == "" {
+		return 0, "", fmt.Errorf("prompt %q: want suite/id", text)
+	}
+	suite, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("prompt %q: suite: want an unsigned integer", text)
+	}
+	return suite, id, nil
+}
+
+// Prompt returns the bytes of PromptText.
+func (BuiltinTokenizer) Prompt(t backend.Task) ([]int, error) {
+	b := []byte(PromptText(t))
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out, nil
+}
+
+// DecodePrompt inverts Prompt: it fails on an id that is not a byte.
+func DecodePrompt(ids []int) (string, error) {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		if id < 0 || id > 255 {
+			return "", fmt.Errorf("prompt token %d is %d: want a byte", i, id)
+		}
+		b[i] = byte(id)
+	}
+	return string(b), nil
+}
+
+// Decode returns the canonical text of the program whose tokens, shifted by
+// ProgramTokenOffset, are completion.
+func (BuiltinTokenizer) Decode(completion []int) (string, error) {
+	toks, err := ProgramTokens(completion)
+	if err != nil {
+		return "", err
+	}
+	p, err := program.Decode(toks)
+	if err != nil {
+		return "", fmt.Errorf("decode program: %w", err)
+	}
+	return p.String(), nil
+}
+
+// ProgramTokens shifts ids back to program tokens.
+func ProgramTokens(ids []int) ([]int, error) {
+	n := program.VocabSize()
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		k := id - ProgramTokenOffset
+		if k < 0 || k >= n {
+			return nil, fmt.Errorf("completion token %d is %d: want %d..%d", i, id, ProgramTokenOffset, ProgramTokenOffset+n-1)
+		}
+		out[i] = k
+	}
+	return out, nil
+}

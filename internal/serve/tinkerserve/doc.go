@@ -1,0 +1,49 @@
+// Package tinkerserve serves the built-in CPU policy (internal/policy, as
+// internal/backend/builtin runs it) over the subset of the Tinker training
+// API that wmrl's Tinker adapter (internal/backend/tinker) uses, so that the
+// adapter is exercised against a real server without a GPU: sessions,
+// create_model and get_info, asample, forward_backward, optim_step,
+// save_weights_for_sampler and retrieve_future, under /api/v1/, with the
+// Tinker SDK's JSON shapes.
+//
+// A model is one built-in policy, initialised from the user metadata of
+// create_model: wmrl_seed (the policy's init seed) and wmrl_suite (the suite
+// whose training tasks size its input) are required; wmrl_hidden,
+// wmrl_learning_rate and wmrl_kl_coef are the policy's configuration
+// (builtin.PolicyConfig; defaults when absent), which only changes the
+// initial checkpoint's hash since the server's optimiser step takes its
+// hyperparameters from optim_step. base_model must be
+// tinker.BuiltinBaseModel.
+//
+// Tokens are tinker.BuiltinTokenizer's: a prompt is the bytes of "suite/id"
+// (the server looks the task up in its backend.TaskSource for its feature
+// vector), and a completion is program tokens shifted by 256. Sampling is
+// seeded: completion i of a request with seed s draws from the policy with
+// seed.Derive(tag, s, i); a request without a seed is refused.
+//
+// forward_backward accumulates the gradient of the summed importance
+// sampling (or PPO) loss −Σ_datums Σ_t ρ_t·adv_t at the model's current
+// weights, where the server takes the update as on-policy (ρ = 1: the
+// datums' logprobs are the ones it sampled; it reports the largest gap
+// between their sum and its own logprob of the completion as the metric
+// logprob_diff:max). Since the built-in policy scores a whole completion,
+// the advantages of a datum must be 0 on prompt positions and equal on
+// completion positions; that value a_i gives the example (A = a_i), and the
+// gradient is Σ_i a_i ∇log π(τ_i). optim_step takes one Adam step (no
+// clipping, no KL term) along the accumulated gradient, a zero one when
+// there is none, with the request's Adam parameters. Every result is a
+// deterministic function of the model's state and the request.
+//
+// Durability: each request is applied, and its future written, in one
+// Postgres transaction that holds the model's row lock (tables tinker_*,
+// migration 0005), so the futures are complete when they are created and a
+// server restarted on the same database loses nothing. A repeated
+// (model_id, seq_id), or a repeated X-Idempotency-Key, gets the first
+// request's future back and changes nothing: an optimiser step is never
+// applied twice. A model request whose seq_id is not above the model's last
+// one is refused (409). retrieve_future never has to answer try_again or 408
+// (the client handles both; the tests inject them).
+//
+// Bad requests get HTTP 400 with a JSON body {"error", "category": "user",
+// "field"} naming the field.
+package tinkerserve
