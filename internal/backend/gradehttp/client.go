@@ -329,6 +329,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	}
 	resp, err := rc.Do(req)
 	if err != nil {
+		if resp != nil { // the context ended after an answer
+			resp.Body.Close()
+		}
 		return nil, fmt.Errorf("%s (%s): %w", where, plural(attempts, "attempt"), err)
 	}
 	defer resp.Body.Close()
