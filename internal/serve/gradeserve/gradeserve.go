@@ -325,10 +325,17 @@ func (s *server) check(ctx context.Context, i int, it gradehttp.Item) (checked, 
 	return c, nil
 }
 
+// writeJSON answers v; a value JSON cannot hold (a NaN score of a broken
+// grader) is a 500 saying so, never a truncated 200.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(gradehttp.ErrorBody{Error: "encode answer: " + err.Error()})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // clip shortens a value quoted in an answer.

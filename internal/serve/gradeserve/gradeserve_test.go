@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -437,5 +438,30 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := NewWorldModel(nil, b.Tasks, Options{Capacity: 1}); err == nil {
 		t.Error("no world model: no error")
+	}
+}
+
+// nanModel is a broken world model that predicts NaN.
+type nanModel struct{}
+
+func (nanModel) Score(_ context.Context, items []backend.ScoreItem) ([]backend.Prediction, error) {
+	out := make([]backend.Prediction, len(items))
+	for i := range out {
+		out[i] = backend.Prediction{Graded: true, Score: math.NaN()}
+	}
+	return out, nil
+}
+
+func TestUnencodableAnswer(t *testing.T) {
+	b := builtinBackend(t, nil)
+	srv := serve(t)(NewWorldModel(nanModel{}, b.Tasks, Options{Capacity: 1}))
+	c, err := gradehttp.New(gradehttp.Config{URL: srv.URL, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := items(t)[0]
+	_, err = c.Score(t.Context(), []backend.ScoreItem{{Task: it.Task, Solution: it.Solution, Key: it.Key}})
+	if err == nil || backend.IsPermanent(err) || !strings.Contains(err.Error(), "500 Internal Server Error (1 attempt): encode answer: json: unsupported value: NaN") {
+		t.Errorf("NaN prediction: %v", err)
 	}
 }
