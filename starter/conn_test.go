@@ -121,7 +121,7 @@ func TestHelpGroups(t *testing.T) {
 	want := map[string][]string{
 		"Runs":                 {"continue", "inspect", "list", "pause", "resume", "run", "set-anchor-fraction", "status", "stop", "terminate"},
 		"Method and suite":     {"calibrate", "exec", "suite", "tasks", "worldmodel"},
-		"Setup and benchmarks": {"bench", "migrate"},
+		"Setup and benchmarks": {"bench", "migrate", "serve"},
 		"Additional Commands":  {"completion", "help"},
 		"Flags":                {"-h,", "-v,"},
 	}

@@ -1,8 +1,9 @@
 // Command wmrl is the command line of wmrl: durable training runs on
 // Temporal (run, status, list, inspect, pause, resume, stop,
 // set-anchor-fraction, continue, terminate), offline calibration audits,
-// the built-in suite and its world model, the database schema (migrate) and
-// the benchmark (bench reproduce).
+// the built-in suite and its world model, the database schema (migrate),
+// the benchmark (bench reproduce) and the built-in grader and world model
+// as HTTP services (serve).
 package main
 
 import (
@@ -92,7 +93,7 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 	add(groupRuns, newSetAnchorFractionCmd(cf), newContinueCmd(cf), newTerminateCmd(cf))
 	add(groupMethod, newCalibrateCmd(), newSuiteCmd(), newExecCmd(), newWorldModelCmd(cf))
 	add(groupMethod, newTasksCmd())
-	add(groupSetup, newMigrateCmd(cf), newBenchCmd(cf))
+	add(groupSetup, newMigrateCmd(cf), newBenchCmd(cf), newServeCmd(cf))
 	guardArgs(root)
 	return root
 }

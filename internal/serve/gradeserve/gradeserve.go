@@ -1,0 +1,348 @@
+// Package gradeserve serves the /grade protocol (package gradehttp) for
+// wmrl's own grader and world model: GET /health answers the capacity and
+// POST /grade grades a batch of items, one result per item in order, as
+// the reference implementation's sandbox and world-model servers do. wmrl
+// serve mounts both; the gradehttp client is tested against them.
+//
+// Each item is graded on its own, at most Capacity items at once across
+// all requests (the capacity /health advertises). A request is checked
+// whole before anything runs: bad JSON, a missing field, an unknown task or
+// a limit out of bounds is a 400 naming the field and the item's index,
+// and nothing is graded. A failure of the grader itself (a sandbox that
+// does not answer) is a 500, which clients retry. With a token, /grade
+// requires "Authorization: Bearer TOKEN" (401 otherwise); /health is open.
+//
+// The grader answers wmrl's status words (ok, invalid_program,
+// runtime_error, timeout, memory, invalid_output) with the executor's
+// reward, position, metric, detail and timings. The world model answers
+// the rung of the ladder at or below its predicted reward (ok with pos =
+// 2·reward − 1 from 0.5 up), the reward being the prediction itself; a
+// program it cannot read is "ungraded", with the reason as feedback.
+package gradeserve
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes = 32 << 20
+	DefaultMaxItems     = 4096
+)
+
+// Options configure a handler.
+type Options struct {
+	// Capacity is how many items are graded at once, at least 1.
+	Capacity int
+	// Token, when set, is the bearer token POST /grade requires.
+	Token gradehttp.Token
+	// MaxBodyBytes bounds a request's body and MaxItems its items (0:
+	// the defaults).
+	MaxBodyBytes int64
+	MaxItems     int
+	// Logger receives the grader's failures (nil: none). It never sees a
+	// token.
+	Logger *zap.Logger
+}
+
+// gradeFunc grades one checked item of a known task.
+type gradeFunc func(ctx context.Context, task backend.Task, it gradehttp.Item, limits backend.Limits) (gradehttp.Result, error)
+
+// server is one service: a grader or a world model behind /health and
+// /grade.
+type server struct {
+	name   string // "grader" or "world model", for messages
+	tasks  backend.TaskSource
+	grade  gradeFunc
+	o      Options
+	slots  chan struct{} // one per item being graded
+	active atomic.Int64
+	mux    *http.ServeMux
+}
+
+// NewGrader returns the handler of GET /health and POST /grade for g; each
+// item's task is looked up in tasks by (suite, task).
+func NewGrader(g backend.Grader, tasks backend.TaskSource, o Options) (http.Handler, error) {
+	if g == nil || tasks == nil {
+		return nil, errors.New("gradeserve: a grader and a task source are required")
+	}
+	grade := func(ctx context.Context, task backend.Task, it gradehttp.Item, limits backend.Limits) (gradehttp.Result, error) {
+		gs, err := g.Grade(ctx, backend.GradeRequest{
+			Items:  []backend.GradeItem{{Task: task, Solution: it.Code, Seed: it.Seed, Key: it.ID}},
+			Limits: limits, Budget: it.Budget})
+		if err != nil {
+			return gradehttp.Result{}, err
+		}
+		if len(gs) != 1 {
+			return gradehttp.Result{}, fmt.Errorf("grader returned %d grades for 1 item", len(gs))
+		}
+		return gradehttp.ResultOf(it.ID, gs[0]), nil
+	}
+	return newServer("grader", tasks, grade, o)
+}
+
+// NewWorldModel returns the handler of GET /health and POST /grade for a
+// world model: the reward of each result is its prediction.
+func NewWorldModel(wm backend.WorldModel, tasks backend.TaskSource, o Options) (http.Handler, error) {
+	if wm == nil || tasks == nil {
+		return nil, errors.New("gradeserve: a world model and a task source are required")
+	}
+	grade := func(ctx context.Context, task backend.Task, it gradehttp.Item, _ backend.Limits) (gradehttp.Result, error) {
+		ps, err := wm.Score(ctx, []backend.ScoreItem{{Task: task, Solution: it.Code, Key: it.ID}})
+		if backend.IsPermanent(err) {
+			// The model cannot read this program: no prediction for it.
+			return gradehttp.Result{ID: it.ID, Status: backend.StatusUngraded, Feedback: err.Error()}, nil
+		}
+		if err != nil {
+			return gradehttp.Result{}, err
+		}
+		if len(ps) != 1 {
+			return gradehttp.Result{}, fmt.Errorf("world model returned %d predictions for 1 item", len(ps))
+		}
+		return predictionResult(it.ID, ps[0]), nil
+	}
+	return newServer("world model", tasks, grade, o)
+}
+
+// predictionResult puts a prediction on the rung at or below it.
+func predictionResult(id string, p backend.Prediction) gradehttp.Result {
+	if !p.Graded {
+		return gradehttp.Result{ID: id, Status: backend.StatusUngraded}
+	}
+	v := p.Score
+	r := gradehttp.Result{ID: id, Reward: &v, Feedback: "predicted by the world model"}
+	switch {
+	case v >= 0.5:
+		pos := min(1, max(0, 2*v-1))
+		r.Status, r.Pos = "ok", &pos
+	case v >= 0.2:
+		r.Status = "invalid_output"
+	case v >= 0.1:
+		r.Status = "runtime_error"
+	default:
+		r.Status = "invalid_program"
+	}
+	return r
+}
+
+func newServer(name string, tasks backend.TaskSource, grade gradeFunc, o Options) (*server, error) {
+	if o.Capacity < 1 {
+		return nil, fmt.Errorf("gradeserve: capacity %d, want at least 1", o.Capacity)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxItems <= 0 {
+		o.MaxItems = DefaultMaxItems
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	s := &server{name: name, tasks: tasks, grade: grade, o: o, slots: make(chan struct{}, o.Capacity), mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET "+gradehttp.PathHealth, s.health)
+	s.mux.HandleFunc("POST "+gradehttp.PathGrade, s.gradeBatch)
+	return s, nil
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// healthBody is the answer of /health: the capacity, and what is running.
+type healthBody struct {
+	Capacity int    `json:"capacity"`
+	Active   int64  `json:"active"`
+	Service  string `json:"service"`
+}
+
+func (s *server) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, healthBody{Capacity: s.o.Capacity, Active: s.active.Load(), Service: s.name})
+}
+
+// requestError is an answer other than 200: its status and message.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *server) gradeBatch(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="wmrl"`)
+		writeJSON(w, http.StatusUnauthorized, gradehttp.ErrorBody{Error: "missing or wrong bearer token"})
+		return
+	}
+	results, err := s.run(r)
+	if err != nil {
+		var re *requestError
+		if !errors.As(err, &re) {
+			re = &requestError{status: http.StatusInternalServerError, msg: s.name + ": " + err.Error()}
+			s.o.Logger.Warn("grading failed", zap.String("service", s.name), zap.Error(err))
+		}
+		writeJSON(w, re.status, gradehttp.ErrorBody{Error: re.msg})
+		return
+	}
+	writeJSON(w, http.StatusOK, results)
+}
+
+// authorized reports whether r carries the token, if one is required.
+func (s *server) authorized(r *http.Request) bool {
+	if s.o.Token == "" {
+		return true
+	}
+	want := []byte("Bearer " + string(s.o.Token))
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
+}
+
+// checked is an item ready to grade.
+type checked struct {
+	item   gradehttp.Item
+	task   backend.Task
+	limits backend.Limits
+}
+
+// run reads, checks and grades a request.
+func (s *server) run(r *http.Request) ([]gradehttp.Result, error) {
+	items, err := s.read(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	todo := make([]checked, len(items))
+	for i, it := range items {
+		if todo[i], err = s.check(ctx, i, it); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]gradehttp.Result, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, c := range todo {
+		g.Go(func() error {
+			select {
+			case s.slots <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			s.active.Add(1)
+			defer func() {
+				s.active.Add(-1)
+				<-s.slots
+			}()
+			res, err := s.grade(gctx, c.task, c.item, c.limits)
+			if backend.IsPermanent(err) {
+				return badRequest("items[%d]: %v", i, err)
+			}
+			if err != nil {
+				return fmt.Errorf("items[%d]: %w", i, err)
+			}
+			results[i] = res
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// read decodes the body's items.
+func (s *server) read(r *http.Request) ([]gradehttp.Item, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.o.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &requestError{status: http.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("body: larger than %d bytes", s.o.MaxBodyBytes)}
+	case err != nil:
+		return nil, badRequest("body: %v", err)
+	}
+	var req struct {
+		Items *[]json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, badRequest("body: not a JSON object with items: %v", err)
+	}
+	switch {
+	case req.Items == nil:
+		return nil, badRequest("items: missing")
+	case len(*req.Items) > s.o.MaxItems:
+		return nil, badRequest("items: %d items, at most %d", len(*req.Items), s.o.MaxItems)
+	}
+	items := make([]gradehttp.Item, len(*req.Items))
+	for i, raw := range *req.Items {
+		if err := json.Unmarshal(raw, &items[i]); err != nil {
+			return nil, badRequest("items[%d]: %v", i, err)
+		}
+	}
+	return items, nil
+}
+
+// check checks one item and looks up its task.
+func (s *server) check(ctx context.Context, i int, it gradehttp.Item) (checked, error) {
+	if it.ID == "" {
+		it.ID = it.RequestID
+	}
+	switch {
+	case it.Action != "" && it.Action != gradehttp.ActionExecute:
+		return checked{}, badRequest("items[%d].action: %q, want %q", i, clip(it.Action), gradehttp.ActionExecute)
+	case it.Task == "":
+		return checked{}, badRequest("items[%d].task: missing", i)
+	case math.IsNaN(it.Budget) || math.IsInf(it.Budget, 0) || it.Budget < 0:
+		return checked{}, badRequest("items[%d].budget: %v, want a number >= 0", i, it.Budget)
+	}
+	c := checked{item: it, limits: backend.DefaultLimits()}
+	if it.Limits != nil {
+		c.limits = it.Limits.Backend()
+		if err := c.limits.Check(); err != nil {
+			return checked{}, badRequest("items[%d].limits: %v", i, err)
+		}
+	}
+	task, err := s.tasks.Task(ctx, it.Suite, it.Task)
+	if backend.IsPermanent(err) {
+		return checked{}, badRequest("items[%d].task: %v", i, err)
+	}
+	if err != nil {
+		return checked{}, fmt.Errorf("items[%d]: task %s of suite %d: %w", i, clip(it.Task), it.Suite, err)
+	}
+	c.task = task
+	return c, nil
+}
+
+// writeJSON answers v; a value JSON cannot hold (a NaN score of a broken
+// grader) is a 500 saying so, never a truncated 200.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(gradehttp.ErrorBody{Error: "encode answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// clip shortens a value quoted in an answer.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

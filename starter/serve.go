@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/serve/gradeserve"
+	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// Defaults of wmrl serve.
+const (
+	defaultListen = "127.0.0.1:8089"
+	// worldModelPrefix is where the world model's /health and /grade are.
+	worldModelPrefix = "/worldmodel"
+	// shutdownGrace is how long a stopping server lets requests finish.
+	shutdownGrace = 30 * time.Second
+	maxCapacity   = 1 << 16
+)
+
+// serveOptions are wmrl serve's flags.
+type serveOptions struct {
+	listen               string
+	sandboxKind          string
+	executor             string
+	worldModel           string
+	suiteSeed            uint64
+	capacity, wmCapacity int
+}
+
+func newServeCmd(cf *connFlags) *cobra.Command { return newServeCmdWith(cf, suite.DefaultOptions) }
+
+func newServeCmdWith(cf *connFlags, options suiteOptionsFunc) *cobra.Command {
+	o := serveOptions{listen: defaultListen}
+	cmd := &cobra.Command{
+		Use:   "serve [--listen HOST:PORT]",
+		Short: "Serve the built-in grader and world model over HTTP (the /grade protocol)",
+		Long: `serve runs the built-in grader (real executions in a sandbox) and the
+built-in world model as HTTP services speaking the /grade protocol of the
+grade-http backend, the reference implementation's:
+
+  GET  /health             {"capacity": N}: how many items it grades at once
+  POST /grade              {"items": [...]} -> one result per item, in order
+  GET  /worldmodel/health  the same for the world model
+  POST /worldmodel/grade   (the reward of a result is the prediction)
+
+An item names a task of the built-in suite (task, suite), the program (code),
+the execution's seed and limits, and carries its idempotency key (id); a
+result has the status on the reward ladder, the reward, the leaderboard
+position (pos) and feedback. See internal/backend/gradehttp for the contract.
+
+--capacity bounds the executions running at once (and is what /health
+advertises); --wm-capacity the world model's. When $` + gradehttp.TokenEnv + ` is set,
+/grade requires it as a bearer token; /health is open. The suite of
+--suite-seed loads at start, other suites on first use.
+
+It runs until SIGINT or SIGTERM, then lets requests in flight finish (up to
+30 s). Exit status: 0 when stopped by a signal; 1 when it cannot start (the
+address is taken, no executor, no sandbox); 2 for a usage error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.sandboxKind == "" {
+				o.sandboxKind = cf.env.Sandbox
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			return runServe(cmd, o, options)
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&o.listen, "listen", o.listen, "address to serve on, HOST:PORT (port 0: any free port)")
+	f.StringVar(&o.sandboxKind, "sandbox", "",
+		"sandbox of the grader: docker, process or auto (docker when an engine answers) (default $WMRL_SANDBOX, else auto)")
+	f.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to wmrl, or on the PATH)")
+	f.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
+	f.IntVar(&o.capacity, "capacity", o.capacity, "executions graded at once (default 0: the number of CPUs)")
+	f.IntVar(&o.wmCapacity, "wm-capacity", o.wmCapacity, "world-model predictions made at once (default 0: the number of CPUs)")
+	addSuiteSeedFlag(cmd, &o.suiteSeed)
+	return cmd
+}
+
+// check refuses invalid flag values as usage errors.
+func (o *serveOptions) check() error {
+	if err := checkListen(o.listen); err != nil {
+		return err
+	}
+	switch o.sandboxKind {
+	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
+	default:
+		return usagef("--sandbox: %q is not docker, process or auto", clipArg(o.sandboxKind))
+	}
+	for _, c := range []struct {
+		name string
+		v    *int
+	}{{"capacity", &o.capacity}, {"wm-capacity", &o.wmCapacity}} {
+		if *c.v == 0 {
+			*c.v = runtime.NumCPU()
+		}
+		if err := intIn(c.name, *c.v, 1, maxCapacity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkListen refuses an address that is not HOST:PORT with a port number.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--listen %q: want HOST:PORT, e.g. %s (%v)", clipArg(addr), defaultListen, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usagef("--listen %q: port %q is not a number in 0..65535", clipArg(addr), clipArg(port))
+	}
+	return nil
+}
+
+// serveDeps are the services wmrl serve offers, each built once.
+type serveDeps struct {
+	// tasks resolves the items' (suite, task) for the built-in services.
+	tasks backend.TaskSource
+	// grader and worldModel are the built-in services (nil: not served),
+	// with their handlers' options.
+	grader            backend.Grader
+	graderOptions     gradeserve.Options
+	worldModel        backend.WorldModel
+	worldModelOptions gradeserve.Options
+}
+
+// serveMux routes every service on one mux and lists its endpoints.
+func serveMux(d serveDeps) (*http.ServeMux, []string, error) {
+	mux := http.NewServeMux()
+	var endpoints []string
+	if d.grader != nil {
+		h, err := gradeserve.NewGrader(d.grader, d.tasks, d.graderOptions)
+		if err != nil {
+			return nil, nil, err
+		}
+		mux.Handle(gradehttp.PathHealth, h)
+		mux.Handle(gradehttp.PathGrade, h)
+		endpoints = append(endpoints, "GET "+gradehttp.PathHealth, "POST "+gradehttp.PathGrade)
+	}
+	if d.worldModel != nil {
+		h, err := gradeserve.NewWorldModel(d.worldModel, d.tasks, d.worldModelOptions)
+		if err != nil {
+			return nil, nil, err
+		}
+		mux.Handle(worldModelPrefix+"/", http.StripPrefix(worldModelPrefix, h))
+		endpoints = append(endpoints, "GET "+worldModelPrefix+gradehttp.PathHealth, "POST "+worldModelPrefix+gradehttp.PathGrade)
+	}
+	// Other services mount here, each under its own prefix, with their
+	// endpoints listed: the OpenAI chat-completions handler at /v1/ and
+	// the Tinker API handler at /api/v1/.
+	return mux, endpoints, nil
+}
+
+// runServe builds the built-in pieces, serves them until SIGINT or
+// SIGTERM (or the command's context ends), then shuts down gracefully.
+func runServe(cmd *cobra.Command, o serveOptions, options suiteOptionsFunc) error {
+	stderr := cmd.ErrOrStderr()
+	logger := serveLogger(stderr)
+	defer logger.Sync()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	suites := &builtin.SuiteCache{Load: func(ctx context.Context, seed uint64) (*suite.Suite, error) {
+		return suite.Loader{Progress: stderr}.Load(ctx, options(seed))
+	}}
+	if _, err := suites.Suite(ctx, o.suiteSeed); err != nil {
+		return fmt.Errorf("suite %d: %w", o.suiteSeed, err)
+	}
+	wm, err := worldmodel.LoadFile(o.worldModel)
+	if err != nil {
+		return err
+	}
+	sb, kind, closeSB, err := openServeSandbox(ctx, o, logger)
+	if err != nil {
+		return err
+	}
+	defer closeSB()
+	b := builtin.New(suites, wm, sb)
+	token := gradehttp.Token(os.Getenv(gradehttp.TokenEnv))
+	mux, endpoints, err := serveMux(serveDeps{
+		tasks:             b.Tasks,
+		grader:            b.Grader,
+		graderOptions:     gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger},
+		worldModel:        b.WorldModel,
+		worldModelOptions: gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(logger)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("wmrl serve: listening", zap.String("url", "http://"+ln.Addr().String()), zap.Strings("endpoints", endpoints),
+		zap.String("sandbox", kind), zap.Int("capacity", o.capacity), zap.Int("wm_capacity", o.wmCapacity),
+		zap.Uint64("suite_seed", o.suiteSeed), zap.Bool("token", token != ""))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	logger.Info("wmrl serve: stopping; requests in flight may finish", zap.Duration("grace", shutdownGrace))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("stop: requests still running after %v: %w", shutdownGrace, err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("wmrl serve: stopped")
+	return nil
+}
+
+// serveLogger logs at info level to w, as the worker does.
+func serveLogger(w io.Writer) *zap.Logger {
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(w), zapcore.InfoLevel)
+	return zap.New(core)
+}
+
+// openServeSandbox opens the sandbox as the worker does: auto tries Docker
+// and falls back to the process sandbox when no engine answers; a Docker
+// sandbox first removes containers leaked by crashed workers.
+func openServeSandbox(ctx context.Context, o serveOptions, logger *zap.Logger) (sandbox.Sandbox, string, func() error, error) {
+	bin, err := sandbox.FindExecutor(o.executor)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	kind := o.sandboxKind
+	if kind == runconfig.SandboxAuto {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		sb, closeSB, err := sandbox.Open(pctx, sandbox.KindDocker, bin)
+		cancel()
+		if err == nil {
+			cleanupSandbox(ctx, sb, logger)
+			return sb, sandbox.KindDocker, closeSB, nil
+		}
+		logger.Info("no docker engine, using the process sandbox", zap.Error(err))
+		kind = sandbox.KindProcess
+	}
+	sb, closeSB, err := sandbox.Open(ctx, kind, bin)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%s sandbox: %w", kind, err)
+	}
+	cleanupSandbox(ctx, sb, logger)
+	return sb, kind, closeSB, nil
+}
+
+// cleanupSandbox removes leftovers of crashed workers when the sandbox can.
+func cleanupSandbox(ctx context.Context, sb sandbox.Sandbox, logger *zap.Logger) {
+	c, ok := sb.(interface {
+		Cleanup(context.Context) (int, error)
+	})
+	if !ok {
+		return
+	}
+	if n, err := c.Cleanup(ctx); err != nil {
+		logger.Warn("sandbox cleanup", zap.Error(err))
+	} else if n > 0 {
+		logger.Info("removed leaked sandbox containers", zap.Int("count", n))
+	}
+}
