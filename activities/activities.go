@@ -60,8 +60,8 @@ type Activities struct {
 	RunsKey string
 	Logger  *zap.Logger
 
-	// backendCache maps a run id to its runBackends.
-	backendCache sync.Map
+	// configCache maps a run id to its recorded runconfig.Config.
+	configCache sync.Map
 }
 
 // CheckpointRef names a stored policy checkpoint: its version (the number of
@@ -153,7 +153,10 @@ func (a *Activities) task(ctx context.Context, suiteSeed uint64, id string) (bac
 
 // policySettings are the run's policy settings for the policy port.
 func policySettings(cfg runconfig.Config) backend.PolicySettings {
-	return backend.PolicySettings{LearningRate: cfg.Policy.LearningRate, KLCoef: cfg.Policy.KLCoef, Hidden: cfg.Policy.Hidden}
+	t := cfg.Policy.Tinker
+	return backend.PolicySettings{LearningRate: cfg.Policy.LearningRate, KLCoef: cfg.Policy.KLCoef, Hidden: cfg.Policy.Hidden,
+		Model: backend.ModelSettings{BaseModel: t.BaseModel, LoRARank: t.LoRARank, Loss: t.Loss, Beta1: t.Beta1, Beta2: t.Beta2,
+			Eps: t.Eps, MaxTokens: t.MaxTokens, Temperature: t.Temperature}}
 }
 
 // checkpoint returns checkpoint ref of run as recorded in Postgres, for the

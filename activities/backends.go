@@ -51,26 +51,34 @@ func backendsOf(cfg runconfig.Config) runBackends {
 }
 
 // runBackendsOf returns the backend names of a run's recorded
-// configuration. A run's configuration never changes once recorded, so
-// the names are kept per run after the first read.
+// configuration.
 func (a *Activities) runBackendsOf(ctx context.Context, run string) (runBackends, error) {
-	if v, ok := a.backendCache.Load(run); ok {
-		return v.(runBackends), nil
-	}
-	r, err := a.Store.Run(ctx, run)
-	if errors.Is(err, store.ErrNotFound) {
-		return runBackends{}, invalid(err)
-	}
+	cfg, err := a.runConfig(ctx, run)
 	if err != nil {
 		return runBackends{}, err
 	}
+	return backendsOf(cfg), nil
+}
+
+// runConfig returns a run's recorded configuration. It never changes once
+// recorded, so it is kept per run after the first read.
+func (a *Activities) runConfig(ctx context.Context, run string) (runconfig.Config, error) {
+	if v, ok := a.configCache.Load(run); ok {
+		return v.(runconfig.Config), nil
+	}
+	r, err := a.Store.Run(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return runconfig.Config{}, invalid(err)
+	}
+	if err != nil {
+		return runconfig.Config{}, err
+	}
 	var cfg runconfig.Config
 	if err := json.Unmarshal(r.Config, &cfg); err != nil {
-		return runBackends{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
+		return runconfig.Config{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
 	}
-	b := backendsOf(cfg)
-	a.backendCache.Store(run, b)
-	return b, nil
+	a.configCache.Store(run, cfg)
+	return cfg, nil
 }
 
 // missing is the error of a run naming a backend this worker lacks.

@@ -96,10 +96,15 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 // sample returns the policy's completions, one per seed; errors say what
 // was sampled.
 func (a *Activities) sample(ctx context.Context, req backend.SampleRequest, what string) ([]backend.Completion, error) {
-	policy, err := a.policyOf(ctx, req.Run)
+	cfg, err := a.runConfig(ctx, req.Run)
 	if err != nil {
 		return nil, err
 	}
+	policy, err := a.policyNamed(cfg.Policy.Backend)
+	if err != nil {
+		return nil, err
+	}
+	req.Settings = policySettings(cfg)
 	cs, err := policy.Sample(ctx, req)
 	if err != nil {
 		return nil, fromPort(fmt.Errorf("%s: %w", what, err))

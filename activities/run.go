@@ -59,7 +59,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	if err != nil {
 		return CreateRunResponse{}, err
 	}
-	a.backendCache.Store(req.RunID, backendsOf(cfg))
+	a.configCache.Store(req.RunID, cfg)
 	if c, err := a.Store.Checkpoint(ctx, req.RunID, 0); err == nil {
 		return CreateRunResponse{Checkpoint: CheckpointRef{Version: 0, Hash: c.Hash}}, nil
 	} else if !errors.Is(err, store.ErrNotFound) {

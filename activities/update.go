@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/fusion"
-	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -173,16 +171,9 @@ func (a *Activities) withCompletions(ctx context.Context, run string, step int, 
 // runSettings returns the policy settings of a run's recorded
 // configuration.
 func (a *Activities) runSettings(ctx context.Context, run string) (backend.PolicySettings, error) {
-	r, err := a.Store.Run(ctx, run)
-	if errors.Is(err, store.ErrNotFound) {
-		return backend.PolicySettings{}, invalid(err)
-	}
+	cfg, err := a.runConfig(ctx, run)
 	if err != nil {
 		return backend.PolicySettings{}, err
-	}
-	var cfg runconfig.Config
-	if err := json.Unmarshal(r.Config, &cfg); err != nil {
-		return backend.PolicySettings{}, invalid(fmt.Errorf("run %s: recorded config: %w", run, err))
 	}
 	return policySettings(cfg), nil
 }

@@ -23,6 +23,23 @@ type PolicySettings struct {
 	KLCoef       float64
 	// Hidden is the built-in policy's hidden width.
 	Hidden int
+	// Model are a language-model policy's settings (the run config's
+	// policy.tinker); zero values take the adapter's defaults.
+	Model ModelSettings
+}
+
+// ModelSettings are the settings of a language model trained through a
+// remote training service.
+type ModelSettings struct {
+	BaseModel string
+	LoRARank  int
+	// Loss is the service's loss function ("importance_sampling", "ppo").
+	Loss string
+	// Beta1, Beta2 and Eps are Adam's.
+	Beta1, Beta2, Eps float64
+	// MaxTokens bounds a completion; Temperature is the sampling's.
+	MaxTokens   int
+	Temperature float64
 }
 
 // InitRequest asks for checkpoint 0 of a run.
@@ -52,6 +69,9 @@ type SampleRequest struct {
 	Seeds []uint64
 	// Key is the group's idempotency key (SampleKey with sample -1).
 	Key string
+	// Settings are the run's policy settings (a remote sampler needs
+	// the length bound and the temperature).
+	Settings PolicySettings
 }
 
 // Completion is one sampled solution.

@@ -51,3 +51,30 @@ func TestBackendFields(t *testing.T) {
 		t.Errorf("round trip of %s = %+v, %v", b, back, err)
 	}
 }
+
+// policy.tinker is parsed strictly, validated naming its fields, and left
+// out of the JSON when empty.
+func TestTinkerSection(t *testing.T) {
+	c, err := Parse(Default(), []byte("policy:\n  backend: tinker\n  tinker:\n    base_model: Qwen/Qwen3-4B\n    lora_rank: 16\n    loss: ppo\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Policy.Tinker != (Tinker{BaseModel: "Qwen/Qwen3-4B", LoRARank: 16, Loss: "ppo"}) {
+		t.Errorf("policy.tinker = %+v", c.Policy.Tinker)
+	}
+	b, err := json.Marshal(c)
+	if err != nil || !bytes.Contains(b, []byte(`"tinker":{"base_model":"Qwen/Qwen3-4B","lora_rank":16,"loss":"ppo"}`)) {
+		t.Errorf("JSON %s, %v", b, err)
+	}
+	for give, want := range map[string]string{
+		"policy:\n  tinker:\n    rank: 3\n":         "policy.tinker.rank",
+		"policy:\n  tinker:\n    loss: mse\n":       `policy.tinker.loss: line 3: must be "importance_sampling" or "ppo", got "mse"`,
+		"policy:\n  tinker:\n    beta2: 1\n":        "policy.tinker.beta2",
+		"policy:\n  tinker:\n    lora_rank: -1\n":   "policy.tinker.lora_rank",
+		"policy:\n  tinker:\n    temperature: 99\n": "policy.tinker.temperature",
+	} {
+		if _, err := Parse(Default(), []byte(give)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", give, err, want)
+		}
+	}
+}

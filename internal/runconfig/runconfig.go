@@ -112,6 +112,45 @@ type Policy struct {
 	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
 	KLCoef       float64 `yaml:"kl_coef" json:"kl_coef"`
 	Hidden       int     `yaml:"hidden" json:"hidden"`
+	// Tinker configures a policy trained through the Tinker training API
+	// (policy.backend: tinker): which model, its adapter, the loss, Adam
+	// and sampling. Where the service is and its key are the worker's
+	// (TINKER_BASE_URL, TINKER_API_KEY), never the run's. Zero values
+	// take the adapter's defaults.
+	Tinker Tinker `yaml:"tinker" json:"tinker,omitzero"`
+}
+
+// Tinker is the policy.tinker section.
+type Tinker struct {
+	BaseModel   string  `yaml:"base_model" json:"base_model,omitempty"`
+	LoRARank    int     `yaml:"lora_rank" json:"lora_rank,omitempty"`
+	Loss        string  `yaml:"loss" json:"loss,omitempty"`
+	Beta1       float64 `yaml:"beta1" json:"beta1,omitempty"`
+	Beta2       float64 `yaml:"beta2" json:"beta2,omitempty"`
+	Eps         float64 `yaml:"eps" json:"eps,omitempty"`
+	MaxTokens   int     `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
+}
+
+// validate checks the section's values; zeros mean the defaults.
+func (t Tinker) validate() error {
+	switch {
+	case t.LoRARank < 0 || t.LoRARank > 1024:
+		return bad("policy.tinker.lora_rank", "must be in [1,1024] (0: the default), got %d", t.LoRARank)
+	case t.Loss != "" && t.Loss != "importance_sampling" && t.Loss != "ppo":
+		return bad("policy.tinker.loss", "must be \"importance_sampling\" or \"ppo\", got %q", t.Loss)
+	case !finite(t.Beta1) || t.Beta1 < 0 || t.Beta1 >= 1:
+		return bad("policy.tinker.beta1", "must be in [0,1), got %v", t.Beta1)
+	case !finite(t.Beta2) || t.Beta2 < 0 || t.Beta2 >= 1:
+		return bad("policy.tinker.beta2", "must be in [0,1), got %v", t.Beta2)
+	case !finite(t.Eps) || t.Eps < 0 || t.Eps > 1:
+		return bad("policy.tinker.eps", "must be in [0,1], got %v", t.Eps)
+	case t.MaxTokens < 0 || t.MaxTokens > 1<<20:
+		return bad("policy.tinker.max_tokens", "must be in [1,1048576] (0: the default), got %d", t.MaxTokens)
+	case !finite(t.Temperature) || t.Temperature < 0 || t.Temperature > 10:
+		return bad("policy.tinker.temperature", "must be in [0,10] (0: the default), got %v", t.Temperature)
+	}
+	return nil
 }
 
 // WorldModel configures the world model.
@@ -603,6 +642,7 @@ func (c Config) checks() []func() error {
 		},
 		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
 		func() error { return checkBackend("policy.backend", c.Policy.Backend, PolicyBackends()) },
+		c.Policy.Tinker.validate,
 		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },

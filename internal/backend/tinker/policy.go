@@ -84,6 +84,7 @@ func ModelOf(path string) (string, error) {
 // just records them). Its journal key is "<run>/init".
 func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Checkpoint, error) {
 	key := req.Run + "/init"
+	cfg := p.with(req.Settings)
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	meta := map[string]any{
 		"wmrl_run": req.Run, "wmrl_suite": strconv.FormatUint(req.Suite, 10), "wmrl_seed": strconv.FormatUint(req.Seed, 10),
@@ -100,8 +101,8 @@ func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Che
 			return "", err
 		}
 		var fr FutureResponse
-		err = p.post(ctx, PathCreateModel, CreateModelRequest{SessionID: session, ModelSeqID: seq, BaseModel: p.cfg.BaseModel,
-			UserMetadata: meta, LoraConfig: &LoraConfig{Rank: p.cfg.LoRARank}, Type: "create_model"}, key+"/create_model", &fr)
+		err = p.post(ctx, PathCreateModel, CreateModelRequest{SessionID: session, ModelSeqID: seq, BaseModel: cfg.BaseModel,
+			UserMetadata: meta, LoraConfig: &LoraConfig{Rank: cfg.LoRARank}, Type: "create_model"}, key+"/create_model", &fr)
 		return fr.RequestID, err
 	}, &created)
 	if err != nil {
@@ -198,11 +199,12 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 		return nil, backend.Permanent(fmt.Errorf("prompt of task %s: %w", req.Task.ID, err))
 	}
 	seed := int64(req.Seeds[0] >> 33)
-	maxTokens := p.cfg.MaxTokens
+	cfg := p.with(req.Settings)
+	maxTokens := cfg.MaxTokens
 	body := SampleRequest{
 		NumSamples:     len(req.Seeds),
 		Prompt:         ModelInput{Chunks: []ModelInputChunk{{Type: ChunkEncodedText, Tokens: prompt}}},
-		SamplingParams: SamplingParams{MaxTokens: &maxTokens, Seed: &seed, Temperature: p.cfg.Temperature},
+		SamplingParams: SamplingParams{MaxTokens: &maxTokens, Seed: &seed, Temperature: cfg.Temperature},
 		ModelPath:      req.Checkpoint.Location,
 		Type:           "sample",
 	}
@@ -252,6 +254,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	fail := func(err error) (backend.Checkpoint, backend.UpdateStats, error) {
 		return backend.Checkpoint{}, backend.UpdateStats{}, fmt.Errorf("update run %s step %d: %w", req.Run, req.Step, err)
 	}
+	cfg := p.with(req.Settings)
 	model, err := ModelOf(req.Base.Location)
 	switch {
 	case err != nil:
@@ -287,7 +290,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		seq := seqForward(v)
 		var out ForwardBackwardOutput
 		err := p.submitPhase(ctx, req.Key+"/forward_backward", model, seq, PathForwardBackward, ForwardBackwardRequest{
-			ForwardBackwardInput: ForwardBackwardInput{Data: datums, LossFn: p.cfg.Loss}, ModelID: model, SeqID: &seq, Type: "forward_backward"}, &out)
+			ForwardBackwardInput: ForwardBackwardInput{Data: datums, LossFn: cfg.Loss}, ModelID: model, SeqID: &seq, Type: "forward_backward"}, &out)
 		if err != nil {
 			return fail(fmt.Errorf("forward_backward: %w", err))
 		}
@@ -298,7 +301,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	seq := seqOptimise(v)
 	var out OptimStepResponse
 	err = p.submitPhase(ctx, req.Key+"/optim_step", model, seq, PathOptimStep, OptimStepRequest{
-		AdamParams: AdamParams{LearningRate: req.Settings.LearningRate, Beta1: p.cfg.Beta1, Beta2: p.cfg.Beta2, Eps: p.cfg.Eps},
+		AdamParams: AdamParams{LearningRate: req.Settings.LearningRate, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps},
 		ModelID:    model, SeqID: &seq, Type: "optim_step"}, &out)
 	if err != nil {
 		return fail(fmt.Errorf("optim_step: %w", err))
@@ -311,4 +314,37 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		return fail(err)
 	}
 	return ck, stats, nil
+}
+
+// with returns the adapter's configuration with the run's model settings
+// (the run config's policy.tinker) over it: a setting the run leaves zero
+// keeps the adapter's value.
+func (p *Policy) with(s backend.PolicySettings) Config {
+	c := p.cfg
+	m := s.Model
+	if m.BaseModel != "" {
+		c.BaseModel = m.BaseModel
+	}
+	if m.LoRARank != 0 {
+		c.LoRARank = m.LoRARank
+	}
+	if m.Loss != "" {
+		c.Loss = m.Loss
+	}
+	if m.Beta1 != 0 {
+		c.Beta1 = m.Beta1
+	}
+	if m.Beta2 != 0 {
+		c.Beta2 = m.Beta2
+	}
+	if m.Eps != 0 {
+		c.Eps = m.Eps
+	}
+	if m.MaxTokens != 0 {
+		c.MaxTokens = m.MaxTokens
+	}
+	if m.Temperature != 0 {
+		c.Temperature = m.Temperature
+	}
+	return c
 }
