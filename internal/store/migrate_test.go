@@ -80,7 +80,7 @@ func TestMigrateOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "deployment", "evaluations", "fusion_states",
-		"run_terminations", "runs", "schema_migrations", "steps", "trajectories"}
+		"run_terminations", "runs", "schema_migrations", "steps", "trajectories", "world_model_cache"}
 	if !slices.Equal(tables, want) {
 		t.Errorf("tables %v, want %v", tables, want)
 	}
