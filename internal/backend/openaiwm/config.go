@@ -137,8 +137,18 @@ func (c Config) String() string {
 // (%v, %+v, %#v, %s, %q, JSON, slog) shows where it came from, never the
 // key itself.
 type Key struct {
-	secret string
+	// secret is behind a pointer so that printing a struct holding a Key
+	// in an unexported field (which fmt reads by reflection, without
+	// calling Format) shows an address, not the key.
+	secret *string
 	source string
+}
+
+func (k Key) value() string {
+	if k.secret == nil {
+		return ""
+	}
+	return *k.secret
 }
 
 // LoadKey reads the API key of c: the file c.APIKeyFile when set, else
@@ -153,18 +163,21 @@ func LoadKey(c Config, getenv func(string) string) (Key, error) {
 			// The error names the path, never the content.
 			return Key{}, fmt.Errorf("%s.api_key_file: %w", Field, err)
 		}
-		k = Key{secret: strings.TrimSpace(string(b)), source: "file " + c.APIKeyFile}
-		if k.secret == "" {
+		v := strings.TrimSpace(string(b))
+		k = Key{secret: &v, source: "file " + c.APIKeyFile}
+		if v == "" {
 			return Key{}, fmt.Errorf("%s.api_key_file: %s is empty", Field, c.APIKeyFile)
 		}
 	case getenv(EnvAPIKey) != "":
-		k = Key{secret: getenv(EnvAPIKey), source: EnvAPIKey}
+		v := getenv(EnvAPIKey)
+		k = Key{secret: &v, source: EnvAPIKey}
 	case getenv(EnvOpenAIKey) != "":
-		k = Key{secret: getenv(EnvOpenAIKey), source: EnvOpenAIKey}
+		v := getenv(EnvOpenAIKey)
+		k = Key{secret: &v, source: EnvOpenAIKey}
 	default:
 		return Key{}, nil
 	}
-	for _, r := range k.secret {
+	for _, r := range k.value() {
 		if r <= ' ' || r > '~' {
 			return Key{}, fmt.Errorf("the API key from %s has a character that is not printable ASCII", k.source)
 		}
@@ -173,7 +186,7 @@ func LoadKey(c Config, getenv func(string) string) (Key, error) {
 }
 
 // Set reports whether there is a key.
-func (k Key) Set() bool { return k.secret != "" }
+func (k Key) Set() bool { return k.value() != "" }
 
 // Source says where the key came from ("WMRL_WORLD_MODEL_API_KEY", "file
 // /run/secrets/key"), or "" for no key.
@@ -181,7 +194,7 @@ func (k Key) Source() string { return k.source }
 
 // String names the key's source, never the key.
 func (k Key) String() string {
-	if k.secret == "" {
+	if !k.Set() {
 		return "no API key"
 	}
 	return "API key from " + k.source + " (redacted)"
@@ -198,15 +211,15 @@ func (k Key) MarshalJSON() ([]byte, error) { return []byte(fmt.Sprintf("%q", k.S
 
 // redact replaces the key in s (a server may echo what it was sent).
 func (k Key) redact(s string) string {
-	if k.secret == "" {
+	if !k.Set() {
 		return s
 	}
-	return strings.ReplaceAll(s, k.secret, "[redacted]")
+	return strings.ReplaceAll(s, k.value(), "[redacted]")
 }
 
 // hint says how to fix a refused key, naming where keys come from.
 func (k Key) hint() string {
-	if k.secret == "" {
+	if !k.Set() {
 		return fmt.Sprintf("no API key was sent: set %s (or %s, or %s.api_key_file)", EnvAPIKey, EnvOpenAIKey, Field)
 	}
 	return fmt.Sprintf("the API key from %s was refused: check %s (or %s, or %s.api_key_file)", k.source, EnvAPIKey,

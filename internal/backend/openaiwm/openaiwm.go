@@ -72,11 +72,18 @@ func New(c Config, key Key, cache Cache) (*WorldModel, error) {
 		option.WithRequestTimeout(c.Timeout),
 	}
 	if key.Set() {
-		opts = append(opts, option.WithAPIKey(key.secret))
+		opts = append(opts, option.WithAPIKey(key.value()))
 	}
 	return &WorldModel{cfg: c, key: key, tmpl: tmpl, chat: openai.NewChatCompletionService(opts...), cache: cache,
 		sem: make(chan struct{}, c.Concurrency)}, nil
 }
+
+// String describes the world model (its Config and where its key came
+// from, never the key).
+func (w *WorldModel) String() string { return w.cfg.String() + ", " + w.key.String() }
+
+// Format prints String for every verb.
+func (w *WorldModel) Format(f fmt.State, verb rune) { fmt.Fprint(f, w.String()) }
 
 // Usage returns the counts since New.
 func (w *WorldModel) Usage() Usage {
