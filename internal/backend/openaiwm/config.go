@@ -44,10 +44,13 @@ type Config struct {
 	NoSeed bool
 	// Concurrency bounds the requests in flight from one WorldModel.
 	Concurrency int
-	// Timeout bounds one HTTP attempt; MaxRetries is how many times the
-	// client retries an attempt that failed on the connection, 408, 409,
-	// 429 or 5xx, with exponential backoff (0.5 s, 1 s, 2 s, ... up to
-	// 8 s, jittered) or the server's Retry-After.
+	// Timeout bounds one HTTP attempt (an attempt that times out is not
+	// retried by the client: the error goes to Temporal's retries);
+	// MaxRetries is how many times the client (openai-go's own retry
+	// loop) retries an attempt that failed on the connection, 408, 409,
+	// 429 or 5xx, after the server's Retry-After or Retry-After-Ms (up to
+	// 2 minutes) or else an exponential backoff (0.5 s, 1 s, 2 s, ... up
+	// to 8 s, less up to 25% jitter).
 	Timeout    time.Duration
 	MaxRetries int
 	// APIKeyFile, when set, is a file holding the API key (surrounding

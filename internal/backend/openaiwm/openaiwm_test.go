@@ -264,6 +264,21 @@ func TestRetries429(t *testing.T) {
 	if f.headers[1].Get("X-Stainless-Retry-Count") != "1" {
 		t.Errorf("second request's retry count %q, want 1", f.headers[1].Get("X-Stainless-Retry-Count"))
 	}
+
+	// Without Retry-After, the client backs off (0.5 s less up to 25%).
+	f = newFake(t, func(n int, _ map[string]any, w http.ResponseWriter) {
+		if n == 0 {
+			apiError(w, http.StatusTooManyRequests, "Rate limit reached", "")
+			return
+		}
+		completion(w, `{"score": 0.5}`, 10, 2)
+	})
+	start := time.Now()
+	ps, err = mustNew(t, f.config(), Key{}, nil).Score(t.Context(), []backend.ScoreItem{item("a", "model ridge")})
+	if d := time.Since(start); err != nil || ps[0].Score != 0.5 || f.requests() != 2 || d < 370*time.Millisecond {
+		t.Errorf("Score = %+v, %v after %d requests in %v; want 0.5 after 2, backing off 0.375 s or more", ps, err,
+			f.requests(), d)
+	}
 }
 
 // A 5xx that lasts is a plain error (Temporal retries) after the client's
