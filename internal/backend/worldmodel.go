@@ -19,6 +19,12 @@ type Prediction struct {
 	Graded bool
 	// Score is r_wm in [0,1], when Graded.
 	Score float64
+	// Tokens is what the prediction cost a language-model world model:
+	// the prompt and completion tokens of the call that answered it (a
+	// cached answer reports the tokens of the call it came from, so a
+	// retried activity records the same figure); 0 for a model without
+	// tokens (the built-in one) or an item scored without a call.
+	Tokens int
 }
 
 // WorldModel predicts the execution score of solutions without running them.
