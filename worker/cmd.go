@@ -36,6 +36,7 @@ type options struct {
 	sandboxKind        string
 	executor           string
 	worldModel         string
+	backends           string
 	queues             []string
 	debug              bool
 }
@@ -97,6 +98,9 @@ usage error. An error of the command line is one line on stderr.`,
 		"sandbox for real executions: docker, process or auto (docker when an engine answers) ($"+deployenv.EnvSandbox+")")
 	f.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary, or on the PATH)")
 	f.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
+	f.StringVar(&o.backends, "backends", env.Backends,
+		"YAML file of this worker's remote backends: a Tinker policy, OpenAI-compatible or /grade world models, "+
+			"/grade graders; keys only from the environment ($"+deployenv.EnvBackends+")")
 	f.Uint64Var(&o.suiteSeed, "suite-seed", suite.DefaultSeed, "suite seed to load at start (others load on first use)")
 	f.StringVar(&o.dataDir, "data-dir", env.DataDir,
 		"directory of checkpoints and fused batches, shared by all workers; each deployment's runs are under "+

@@ -125,6 +125,16 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	if err := setBackends(acts, backend.Builtin, suites, wm, sb); err != nil {
 		return err
 	}
+	rf, err := readRemoteFile(o.backends)
+	if err != nil {
+		return err
+	}
+	if acts.Remote, err = remoteBackends(rf, st, os.Getenv); err != nil {
+		return err
+	}
+	if names := acts.Remote.Names(); len(names) > 0 {
+		logger.Info("remote backends", zap.Strings("backends", names))
+	}
 
 	c, err := client.Dial(client.Options{
 		HostPort:  o.address,

@@ -26,6 +26,7 @@ const (
 	EnvDataDir     = "WMRL_DATA_DIR"
 	EnvCache       = "WMRL_CACHE"
 	EnvSandbox     = "WMRL_SANDBOX"
+	EnvBackends    = "WMRL_BACKENDS"
 )
 
 // Defaults: the local stack of deploy/.
@@ -54,6 +55,8 @@ type Env struct {
 	// Sandbox is the sandbox kind of a worker's real executions: docker,
 	// process or auto (checked by the worker).
 	Sandbox string
+	// Backends is the file of a worker's remote backends ("": none).
+	Backends string
 }
 
 // Read returns the settings of the process's environment.
@@ -74,6 +77,7 @@ func read(getenv func(string) string) Env {
 		DataDir:     getenv(EnvDataDir),
 		Cache:       getenv(EnvCache),
 		Sandbox:     or(EnvSandbox, DefaultSandbox),
+		Backends:    getenv(EnvBackends),
 	}
 	if e.DataDir == "" {
 		e.DataDir = defaultDataDir(getenv)

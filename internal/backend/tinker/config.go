@@ -162,8 +162,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("policy.tinker.base_url %q: want an http(s) URL", redactURL(c.BaseURL))
 	case u.User != nil:
 		return errors.New("policy.tinker.base_url: credentials in the URL are not allowed (use " + EnvAPIKey + ")")
-	case c.BaseModel == "":
-		return errors.New("policy.tinker.base_model: empty")
 	case c.LoRARank < 1:
 		return fmt.Errorf("policy.tinker.lora_rank %d: want >= 1", c.LoRARank)
 	case c.Loss != LossImportanceSampling && c.Loss != LossPPO:

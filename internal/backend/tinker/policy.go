@@ -85,6 +85,12 @@ func ModelOf(path string) (string, error) {
 func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Checkpoint, error) {
 	key := req.Run + "/init"
 	cfg := p.with(req.Settings)
+	if cfg.BaseModel == "" {
+		// Neither the run (policy.tinker.base_model) nor the worker
+		// (its --backends file) names the model to train.
+		return backend.Checkpoint{}, backend.Permanent(fmt.Errorf("init run %s: policy.tinker.base_model: empty "+
+			"(set it in the run config or in the worker's --backends file)", req.Run))
+	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	meta := map[string]any{
 		"wmrl_run": req.Run, "wmrl_suite": strconv.FormatUint(req.Suite, 10), "wmrl_seed": strconv.FormatUint(req.Seed, 10),

@@ -100,7 +100,6 @@ func TestValidateNamesFields(t *testing.T) {
 		{func(c *Config) { c.BaseURL = "" }, "policy.tinker.base_url"},
 		{func(c *Config) { c.BaseURL = "ftp://x" }, "policy.tinker.base_url"},
 		{func(c *Config) { c.BaseURL = "http://user:" + secretKey + "@host/" }, "policy.tinker.base_url: credentials"},
-		{func(c *Config) { c.BaseModel = "" }, "policy.tinker.base_model"},
 		{func(c *Config) { c.LoRARank = -1 }, "policy.tinker.lora_rank"},
 		{func(c *Config) { c.Loss = "cross_entropy" }, "policy.tinker.loss"},
 		{func(c *Config) { c.Beta1 = 1 }, "policy.tinker.beta1"},

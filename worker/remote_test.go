@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A --backends file gives the worker its remote adapters, by the names runs
+// use; keys come from the environment only and appear in no error.
+func TestRemoteBackends(t *testing.T) {
+	const key = "sk-very-secret-4242"
+	env := map[string]string{"TINKER_API_KEY": key, "WMRL_WORLD_MODEL_API_KEY": key, "WMRL_GRADER_TOKEN": key}
+	getenv := func(k string) string { return env[k] }
+	path := writeFile(t, "backends.yaml", `
+tinker:
+  base_url: http://127.0.0.1:1
+  base_model: wmrl/builtin-policy
+world_model:
+  openai:
+    base_url: http://127.0.0.1:1/v1
+    model: Qwen/Qwen3-4B
+  grade_http:
+    url: http://127.0.0.1:1/worldmodel
+sandbox:
+  grade_http:
+    url: http://127.0.0.1:1
+`)
+	f, err := readRemoteFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := remoteBackends(f, nil, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"policy.backend: tinker", "sandbox.kind: grade-http", "world_model.backend: grade-http", "world_model.backend: openai"}
+	if got := r.Names(); !slices.Equal(got, want) {
+		t.Errorf("remote backends %v, want %v", got, want)
+	}
+
+	// Only $TINKER_BASE_URL: a Tinker policy with its defaults.
+	env["TINKER_BASE_URL"] = "http://127.0.0.1:1"
+	r, err = remoteBackends(remoteFile{}, nil, getenv)
+	if err != nil || !slices.Equal(r.Names(), []string{"policy.backend: tinker"}) {
+		t.Errorf("from the environment: %v, %v", r.Names(), err)
+	}
+	delete(env, "TINKER_BASE_URL")
+	if r, err := remoteBackends(remoteFile{}, nil, getenv); err != nil || len(r.Names()) != 0 {
+		t.Errorf("no file, no environment: %v, %v", r.Names(), err)
+	}
+
+	for _, tt := range []struct{ text, want string }{
+		{"tinker:\n  base_url: http://x\n  rank: 3\n", "field rank not found"},
+		{"world_model:\n  openai:\n    model: m\n", "world_model.openai.base_url"},
+		{"world_model:\n  openai:\n    base_url: http://sk-very-secret-4242@x/v1\n    model: m\n", "world_model.openai.base_url"},
+		{"sandbox:\n  grade_http:\n    timeout_seconds: 3\n", "sandbox.grade_http.url: empty"},
+		{"tinker:\n  base_url: http://x\n  language: python\n", "need a tokenizer"},
+		{"tinker:\n  base_url: http://x\n  tokenizer: /nonexistent/tokenizer.json\n", "tinker.tokenizer"},
+	} {
+		f, err := readRemoteFile(writeFile(t, "b.yaml", tt.text))
+		if err == nil {
+			_, err = remoteBackends(f, nil, getenv)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want an error with %q", tt.text, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), key) {
+			t.Errorf("%q: the error shows the key: %v", tt.text, err)
+		}
+	}
+}
