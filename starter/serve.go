@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -21,9 +23,14 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+	"github.com/wmrl/wmrl/internal/backend/openaiwm"
+	"github.com/wmrl/wmrl/internal/backend/tinker"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/serve/gradeserve"
+	"github.com/wmrl/wmrl/internal/serve/openaiserve"
+	"github.com/wmrl/wmrl/internal/serve/tinkerserve"
+	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
@@ -36,6 +43,9 @@ const (
 	// shutdownGrace is how long a stopping server lets requests finish.
 	shutdownGrace = 30 * time.Second
 	maxCapacity   = 1 << 16
+	// openAIModelName is the model name of the built-in world model over
+	// chat completions.
+	openAIModelName = "wmrl-builtin"
 )
 
 // serveOptions are wmrl serve's flags.
@@ -46,7 +56,18 @@ type serveOptions struct {
 	worldModel           string
 	suiteSeed            uint64
 	capacity, wmCapacity int
+	// services are the protocols served (serviceNames).
+	services []string
 }
+
+// The services of wmrl serve.
+const (
+	serviceGrade  = "grade"  // /health, /grade, /worldmodel/health, /worldmodel/grade
+	serviceOpenAI = "openai" // /v1/chat/completions, /v1/models: the built-in world model
+	serviceTinker = "tinker" // /api/v1/...: the built-in policy over the Tinker training API (needs Postgres)
+)
+
+var serviceNames = []string{serviceGrade, serviceOpenAI, serviceTinker}
 
 func newServeCmd(cf *connFlags) *cobra.Command { return newServeCmdWith(cf, suite.DefaultOptions) }
 
@@ -54,10 +75,25 @@ func newServeCmdWith(cf *connFlags, options suiteOptionsFunc) *cobra.Command {
 	o := serveOptions{listen: defaultListen}
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT]",
-		Short: "Serve the built-in grader and world model over HTTP (the /grade protocol)",
-		Long: `serve runs the built-in grader (real executions in a sandbox) and the
-built-in world model as HTTP services speaking the /grade protocol of the
-grade-http backend, the reference implementation's:
+		Short: "Serve the built-in policy, world model and grader over the protocols of remote backends",
+		Long: `serve runs wmrl's built-in pieces as HTTP services speaking the protocols of
+the remote backends (wmrl-worker --backends), so that a deployment's real
+clients can be checked where no GPU, model server or grading service
+exists. --services picks them (default: all):
+
+  grade   the built-in grader (real executions in a sandbox) and world model
+          over the /grade protocol of the grade-http backend
+  openai  the built-in world model over OpenAI-compatible chat completions
+          (POST /v1/chat/completions, GET /v1/models; model "`+openAIModelName+`"),
+          for world_model.backend: openai; $WMRL_WORLD_MODEL_API_KEY, when set,
+          is required as the bearer key
+  tinker  the built-in policy over the Tinker training API (/api/v1/...;
+          base model "wmrl/builtin-policy"), for policy.backend: tinker; its
+          models and futures are kept in Postgres (--database-url; migrated
+          with wmrl migrate), so a restart loses nothing; $TINKER_API_KEY, when
+          set, is required
+
+The /grade protocol, the reference implementation's:
 
   GET  /health             {"capacity": N}: how many items it grades at once
   POST /grade              {"items": [...]} -> one result per item, in order
@@ -85,9 +121,10 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 			if err := o.check(); err != nil {
 				return err
 			}
-			return runServe(cmd, o, options)
+			return runServe(cmd, cf, o, options)
 		},
 	}
+	uses(cmd, groupPostgres)
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringVar(&o.listen, "listen", o.listen, "address to serve on, HOST:PORT (port 0: any free port)")
@@ -97,6 +134,7 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 	f.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
 	f.IntVar(&o.capacity, "capacity", o.capacity, "executions graded at once (default 0: the number of CPUs)")
 	f.IntVar(&o.wmCapacity, "wm-capacity", o.wmCapacity, "world-model predictions made at once (default 0: the number of CPUs)")
+	f.StringSliceVar(&o.services, "services", serviceNames, "services to run: grade, openai, tinker (comma-separated)")
 	addSuiteSeedFlag(cmd, &o.suiteSeed)
 	return cmd
 }
@@ -105,6 +143,14 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 func (o *serveOptions) check() error {
 	if err := checkListen(o.listen); err != nil {
 		return err
+	}
+	if len(o.services) == 0 {
+		return usagef("--services: empty; want some of %v", serviceNames)
+	}
+	for _, s := range o.services {
+		if !slices.Contains(serviceNames, s) {
+			return usagef("--services: %q is not one of %v", clipArg(s), serviceNames)
+		}
 	}
 	switch o.sandboxKind {
 	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
@@ -147,6 +193,12 @@ type serveDeps struct {
 	graderOptions     gradeserve.Options
 	worldModel        backend.WorldModel
 	worldModelOptions gradeserve.Options
+	// openAI is the world model served over chat completions (nil: not
+	// served); openAIKey is the bearer key it requires ("": none).
+	openAI    backend.WorldModel
+	openAIKey string
+	// tinker is the built-in Tinker server (nil: not served).
+	tinker http.Handler
 }
 
 // serveMux routes every service on one mux and lists its endpoints.
@@ -170,15 +222,24 @@ func serveMux(d serveDeps) (*http.ServeMux, []string, error) {
 		mux.Handle(worldModelPrefix+"/", http.StripPrefix(worldModelPrefix, h))
 		endpoints = append(endpoints, "GET "+worldModelPrefix+gradehttp.PathHealth, "POST "+worldModelPrefix+gradehttp.PathGrade)
 	}
-	// Other services mount here, each under its own prefix, with their
-	// endpoints listed: the OpenAI chat-completions handler at /v1/ and
-	// the Tinker API handler at /api/v1/.
+	if d.openAI != nil {
+		var opts []openaiserve.Option
+		if d.openAIKey != "" {
+			opts = append(opts, openaiserve.WithAPIKey(d.openAIKey))
+		}
+		mux.Handle("/v1/", openaiserve.New(d.openAI, d.tasks, openAIModelName, opts...))
+		endpoints = append(endpoints, "POST /v1/chat/completions", "GET /v1/models")
+	}
+	if d.tinker != nil {
+		mux.Handle("/api/v1/", d.tinker)
+		endpoints = append(endpoints, "POST /api/v1/... (Tinker)")
+	}
 	return mux, endpoints, nil
 }
 
 // runServe builds the built-in pieces, serves them until SIGINT or
 // SIGTERM (or the command's context ends), then shuts down gracefully.
-func runServe(cmd *cobra.Command, o serveOptions, options suiteOptionsFunc) error {
+func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOptionsFunc) error {
 	stderr := cmd.ErrOrStderr()
 	logger := serveLogger(stderr)
 	defer logger.Sync()
@@ -195,20 +256,36 @@ func runServe(cmd *cobra.Command, o serveOptions, options suiteOptionsFunc) erro
 	if err != nil {
 		return err
 	}
-	sb, kind, closeSB, err := openServeSandbox(ctx, o, logger)
-	if err != nil {
-		return err
+	var sb sandbox.Sandbox
+	kind := "none"
+	if slices.Contains(o.services, serviceGrade) {
+		var closeSB func() error
+		if sb, kind, closeSB, err = openServeSandbox(ctx, o, logger); err != nil {
+			return err
+		}
+		defer closeSB()
 	}
-	defer closeSB()
 	b := builtin.New(suites, wm, sb)
 	token := gradehttp.Token(os.Getenv(gradehttp.TokenEnv))
-	mux, endpoints, err := serveMux(serveDeps{
-		tasks:             b.Tasks,
-		grader:            b.Grader,
-		graderOptions:     gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger},
-		worldModel:        b.WorldModel,
-		worldModelOptions: gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger},
-	})
+	deps := serveDeps{tasks: b.Tasks}
+	if slices.Contains(o.services, serviceGrade) {
+		deps.grader, deps.worldModel = b.Grader, b.WorldModel
+		deps.graderOptions = gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger}
+		deps.worldModelOptions = gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger}
+	}
+	if slices.Contains(o.services, serviceOpenAI) {
+		deps.openAI, deps.openAIKey = b.WorldModel, os.Getenv(openaiwm.EnvAPIKey)
+	}
+	if slices.Contains(o.services, serviceTinker) {
+		st, err := store.Open(ctx, cf.dsn())
+		if err != nil {
+			return fmt.Errorf("--services tinker keeps its state in Postgres: %w", err)
+		}
+		defer st.Close()
+		deps.tinker = tinkerserve.New(st.Pool(), b.Tasks, tinkerserve.Options{APIKey: os.Getenv(tinker.EnvAPIKey),
+			Log: slog.New(slog.NewTextHandler(stderr, nil))})
+	}
+	mux, endpoints, err := serveMux(deps)
 	if err != nil {
 		return err
 	}

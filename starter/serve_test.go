@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,8 +19,12 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+	"github.com/wmrl/wmrl/internal/backend/openaiwm"
+	"github.com/wmrl/wmrl/internal/backend/tinker"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader in two
@@ -87,6 +92,9 @@ func TestServe(t *testing.T) {
 	t.Setenv(suite.CacheEnv, cache)
 	const token = "serve-test-TOKEN-42"
 	t.Setenv(gradehttp.TokenEnv, token)
+	t.Setenv(openaiwm.EnvAPIKey, token+"-openai")
+	t.Setenv(tinker.EnvAPIKey, token+"-tinker")
+	_, dsn := testenv.FreshDB(t)
 	s, err := suite.Loader{Dir: cache}.Load(t.Context(), smallSuiteOptions(suite.DefaultSeed))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +105,7 @@ func TestServe(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(serveRoot, []string{"serve", "--listen", "127.0.0.1:0", "--sandbox", "process", "--executor", bin,
-			"--capacity", "2", "--wm-capacity", "3"}, &stdout, stderr)
+			"--capacity", "2", "--wm-capacity", "3", "--database-url", dsn}, &stdout, stderr)
 	}()
 	urlRE := regexp.MustCompile(`"url": "(http://127\.0\.0\.1:\d+)"`)
 	var url string
@@ -115,7 +123,8 @@ func TestServe(t *testing.T) {
 			t.Fatalf("wmrl serve not listening after 2 minutes: %s", stderr.String())
 		}
 	}
-	for _, e := range []string{"GET /health", "POST /grade", "GET /worldmodel/health", "POST /worldmodel/grade"} {
+	for _, e := range []string{"GET /health", "POST /grade", "GET /worldmodel/health", "POST /worldmodel/grade",
+		"POST /v1/chat/completions", "POST /api/v1/... (Tinker)"} {
 		if !strings.Contains(stderr.String(), e) {
 			t.Errorf("the startup line does not list %s: %s", e, stderr.String())
 		}
@@ -158,6 +167,50 @@ func TestServe(t *testing.T) {
 	if err != nil || !ps[0].Graded || !(ps[0].Score >= 0 && ps[0].Score <= 1) {
 		t.Errorf("world model: %+v, %v", ps, err)
 	}
+
+	// The same world model over chat completions, through the OpenAI
+	// client: the same score.
+	cfg := openaiwm.DefaultConfig()
+	cfg.BaseURL, cfg.Model = url+"/v1", "wmrl-builtin"
+	key, err := openaiwm.LoadKey(cfg, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owm, err := openaiwm.New(cfg, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := owm.Score(t.Context(), []backend.ScoreItem{{Task: item.Task, Solution: item.Solution, Key: item.Key}})
+	if err != nil || len(ops) != 1 || !ops[0].Graded || ops[0].Score != ps[0].Score {
+		t.Errorf("world model over chat completions: %+v, %v; over /grade %+v", ops, err, ps)
+	}
+
+	// The built-in policy over the Tinker API: a model, its checkpoint 0,
+	// samples that are programs.
+	tcfg, err := tinker.Config{BaseURL: url, BaseModel: tinker.BuiltinBaseModel}.FromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := tinker.New(tcfg, tinker.BuiltinTokenizer{}, &tinker.MemJournal{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := pol.Init(t.Context(), backend.InitRequest{Run: "serve-test", Suite: suite.DefaultSeed, Seed: 3,
+		Settings: backend.PolicySettings{LearningRate: 0.01, Hidden: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := pol.Sample(t.Context(), backend.SampleRequest{Run: "serve-test", Checkpoint: ck, Task: item.Task,
+		Seeds: []uint64{1, 2}, Key: backend.SampleKey("serve-test", 0, 0, -1)})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("sample over the Tinker API: %v, %v", cs, err)
+	}
+	for _, c := range cs {
+		if _, err := program.Parse(c.Text); err != nil || len(c.LogProbs) != len(c.Tokens) {
+			t.Errorf("sampled %q (%d tokens, %d logprobs): %v", c.Text, len(c.Tokens), len(c.LogProbs), err)
+		}
+	}
+
 	noToken, err := gradehttp.New(gradehttp.Config{URL: url})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +243,7 @@ func TestServe(t *testing.T) {
 		t.Errorf("%s still accepts connections after the stop", addr)
 	}
 	logs := stderr.String()
-	if !strings.Contains(logs, "wmrl serve: stopped") || strings.Contains(logs, token) {
+	if !strings.Contains(logs, "wmrl serve: stopped") || strings.Contains(logs, token) { // also the -openai and -tinker keys
 		t.Errorf("logs: %s", logs)
 	}
 	t.Log(firstLine(logs, "listening"))

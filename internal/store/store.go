@@ -71,3 +71,7 @@ var (
 // DefaultDSN is the database of the local stack that deploy/postgres.sh
 // creates: the Debian cluster's Unix socket, database wmrl.
 const DefaultDSN = deployenv.DefaultDatabaseURL
+
+// Pool is the store's connection pool, for a service that keeps its own
+// tables in the same database (the built-in Tinker server).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
