@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"log/slog"
 	"runtime"
 	"slices"
 	"strconv"
@@ -84,7 +84,7 @@ exists. --services picks them (default: all):
   grade   the built-in grader (real executions in a sandbox) and world model
           over the /grade protocol of the grade-http backend
   openai  the built-in world model over OpenAI-compatible chat completions
-          (POST /v1/chat/completions, GET /v1/models; model "`+openAIModelName+`"),
+          (POST /v1/chat/completions, GET /v1/models; model "` + openAIModelName + `"),
           for world_model.backend: openai; $WMRL_WORLD_MODEL_API_KEY, when set,
           is required as the bearer key
   tinker  the built-in policy over the Tinker training API (/api/v1/...;
