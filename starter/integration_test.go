@@ -62,7 +62,10 @@ func integration(t *testing.T) *itEnv {
 // Temporal server (namespace ns, registered with wmrl's search attributes)
 // with a fresh Postgres database, the small test suite and the in-process
 // sandbox. It skips without a server, except in CI, where it fails.
-func stack(t *testing.T, ns string) *itEnv {
+//
+// configure, when given, completes the workers' activities (remote
+// backends) before the workers start.
+func stack(t *testing.T, ns string, configure ...func(*activities.Activities)) *itEnv {
 	t.Helper()
 	addr := deployenv.Read().Address
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -97,6 +100,9 @@ func stack(t *testing.T, ns string) *itEnv {
 	}
 	b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
 	acts := &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, Grader: b.Grader, DataDir: t.TempDir()}
+	for _, c := range configure {
+		c(acts)
+	}
 	for _, name := range workflows.QueueNames() {
 		q, _ := workflows.Queue(name)
 		w := worker.New(tc, q, worker.Options{})
