@@ -7,7 +7,7 @@ import (
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
-func tinyConfig(t *testing.T) runconfig.Config {
+func tinyConfig(t testing.TB) runconfig.Config {
 	t.Helper()
 	c, err := runconfig.Preset("tiny")
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 // newTestActivities returns Activities on a fresh database, the small test
 // suite, the default world model and an in-process sandbox.
-func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
+func newTestActivities(t testing.TB) (*Activities, *testenv.InProcess) {
 	t.Helper()
 	a, sb, _ := newTestActivitiesDB(t)
 	return a, sb
@@ -22,7 +22,7 @@ func newTestActivities(t *testing.T) (*Activities, *testenv.InProcess) {
 
 // newTestActivitiesDB is newTestActivities that also returns the database's
 // DSN, for tests that write rows the store no longer writes.
-func newTestActivitiesDB(t *testing.T) (*Activities, *testenv.InProcess, string) {
+func newTestActivitiesDB(t testing.TB) (*Activities, *testenv.InProcess, string) {
 	t.Helper()
 	s, dsn := testenv.FreshDB(t)
 	if _, err := testenv.SmallSuite(); err != nil {

@@ -16,7 +16,7 @@ import (
 // driveRun calls the activities of a run directly, in the order
 // TrainingStep calls them (one at a time, groups and samples ascending), for
 // cfg.Steps steps, and returns the hashes of checkpoints 0..cfg.Steps.
-func driveRun(t *testing.T, a *Activities, run string, cfg runconfig.Config) []string {
+func driveRun(t testing.TB, a *Activities, run string, cfg runconfig.Config) []string {
 	t.Helper()
 	ctx := t.Context()
 	created, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg})

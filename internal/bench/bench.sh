@@ -27,6 +27,13 @@ status=0
 echo "== go test -bench (internal/...)"
 go test -run '^$' -bench . -benchmem ./internal/... || status=$?
 
+# One step of the tiny preset with the built-in backends in process and with
+# the three remote backends over HTTP (Tinker API, chat completions, /grade)
+# against the built-in pieces served locally: the wire's cost per step.
+echo
+echo "== backends in process vs over HTTP"
+go test -run '^$' -bench StepBackends -benchtime 10x -count 3 ./activities || status=$?
+
 echo
 echo "== isotonic.Fit vs scikit-learn"
 go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@" || status=$?
