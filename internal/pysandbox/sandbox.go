@@ -407,6 +407,10 @@ wait:
 				return run, fmt.Errorf("inspect exec: %w", err)
 			}
 			if !ins.Running {
+				if ins.Pid == 0 {
+					// Never started: the engine's failure, not the solution's.
+					return run, fmt.Errorf("the solution's exec did not start (exit %d)", ins.ExitCode)
+				}
 				end = time.Now()
 				run.ExitCode = ins.ExitCode
 				break wait
