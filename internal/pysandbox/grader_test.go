@@ -3,6 +3,8 @@ package pysandbox
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,6 +200,20 @@ func TestSweep(t *testing.T) {
 		}
 		return id
 	}
+	// Staging directories: a leaked one, a live one, and someone else's.
+	oldStage, liveStage, other := filepath.Join(e.staging, stagePrefix+"old"), filepath.Join(e.staging, stagePrefix+"live"),
+		filepath.Join(e.staging, "other")
+	for _, d := range []string{oldStage, liveStage, other} {
+		if err := os.MkdirAll(filepath.Join(d, "code"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-staleStaging - time.Hour)
+	for _, d := range []string{oldStage, other} {
+		if err := os.Chtimes(d, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
 	leaked := mk(time.Now().Add(-time.Minute).Unix())
 	live := mk(time.Now().Add(time.Hour).Unix())
 	defer e.sb.remove(ctx, live)
@@ -212,5 +228,13 @@ func TestSweep(t *testing.T) {
 	}
 	if len(list) != 1 || list[0].ID != live {
 		t.Errorf("after the sweep: %v; want only %.12s (leaked %.12s)", list, live, leaked)
+	}
+	for d, want := range map[string]bool{oldStage: false, liveStage: true, other: true} {
+		if _, err := os.Stat(d); (err == nil) != want {
+			t.Errorf("%s: exists %v after the sweep, want %v", d, err == nil, want)
+		}
+	}
+	for _, d := range []string{liveStage, other} {
+		os.RemoveAll(d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -75,6 +76,7 @@ const (
 	// removeGrace bounds one attempt to remove a container.
 	removeGrace = 30 * time.Second
 	pollEvery   = 25 * time.Millisecond
+	slowPoll    = 500 * time.Millisecond
 )
 
 // Options configure a Sandbox. Zero values take the defaults.
@@ -245,11 +247,14 @@ func (s *Sandbox) Preflight(ctx context.Context, l backend.Limits) error {
 	return nil
 }
 
-// Sweep removes the sandbox containers (sandbox.LabelSandbox) that crashed
-// workers leaked: those whose sandbox.LabelDeadline has passed or is
-// unreadable. Containers of executions in progress are left alone. It
-// returns how many it removed. Call it when a worker starts.
+// Sweep removes what crashed workers leaked: the sandbox containers
+// (sandbox.LabelSandbox) whose sandbox.LabelDeadline has passed or is
+// unreadable, and the staging directories (wmrl-py-*) in StagingDir older
+// than the longest execution (staleStaging). Those of executions in
+// progress are left alone. It returns how many containers it removed.
+// Call it when a worker starts.
 func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
+	staleErr := s.sweepStaging(time.Now().Add(-staleStaging))
 	list, err := s.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelSandbox+"=1")),
@@ -271,7 +276,28 @@ func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 		}
 		removed++
 	}
-	return removed, errors.Join(errs...)
+	return removed, errors.Join(append(errs, staleErr)...)
+}
+
+// staleStaging is the age past which a staging directory is leaked: more
+// than the longest deadline backend.Limits allows, and the margins.
+const staleStaging = 25 * time.Hour
+
+// sweepStaging removes the staging directories last changed before cutoff.
+func (s *Sandbox) sweepStaging(cutoff time.Time) error {
+	dirs, err := filepath.Glob(filepath.Join(s.opts.StagingDir, stagePrefix+"*"))
+	if err != nil {
+		return fmt.Errorf("sweep staging: %w", err)
+	}
+	var errs []error
+	for _, d := range dirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() && fi.ModTime().Before(cutoff) {
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, fmt.Errorf("sweep staging: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Run is what one execution did, before grading.
@@ -373,16 +399,24 @@ func (s *Sandbox) Run(ctx context.Context, t *tasks.Task, source string, l backe
 
 	deadline := time.NewTimer(l.Deadline)
 	defer deadline.Stop()
-	poll := time.NewTicker(pollEvery)
-	defer poll.Stop()
 	outClosed := false
-	var end time.Time
+	var end, closedAt time.Time
 wait:
 	for {
+		// The output's end is the usual sign of the solution's: until
+		// then, the exec is polled slowly, for a solution whose leftover
+		// processes hold its output open.
+		every := slowPoll
+		if outClosed {
+			every = pollEvery
+		}
+		poll := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			poll.Stop()
 			return run, fmt.Errorf("python sandbox: %w", ctx.Err())
 		case <-deadline.C:
+			poll.Stop()
 			end = time.Now()
 			ins, ierr := s.cli.ContainerExecInspect(ctx, ex.ID)
 			if ierr == nil && !ins.Running {
@@ -396,8 +430,9 @@ wait:
 			}
 			break wait
 		case err := <-outDone:
+			poll.Stop()
 			outDone = nil
-			outClosed = true
+			outClosed, closedAt = true, time.Now()
 			if err != nil {
 				return run, fmt.Errorf("read solution output: %w", err)
 			}
@@ -412,6 +447,9 @@ wait:
 					return run, fmt.Errorf("the solution's exec did not start (exit %d)", ins.ExitCode)
 				}
 				end = time.Now()
+				if outClosed {
+					end = closedAt // it ended with its output
+				}
 				run.ExitCode = ins.ExitCode
 				break wait
 			}

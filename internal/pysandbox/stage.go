@@ -35,6 +35,9 @@ func TaskJSON(t *tasks.Task) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// stagePrefix begins the name of every staging directory.
+const stagePrefix = "wmrl-py-"
+
 func newStage(base string, t *tasks.Task, source string) (st *stage, err error) {
 	public := t.Path(tasks.DirPublic)
 	if fi, err := os.Lstat(public); err != nil || !fi.IsDir() {
@@ -52,7 +55,7 @@ func newStage(base string, t *tasks.Task, source string) (st *stage, err error) 
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(base, "wmrl-py-")
+	dir, err := os.MkdirTemp(base, stagePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("python sandbox: staging: %w", err)
 	}
