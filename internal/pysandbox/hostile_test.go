@@ -163,6 +163,15 @@ for pid in (1, -1, os.getppid()):
     except OSError:
         pass
 `},
+		{name: "kill-everything-then-exit-0", want: StatusRanNoSub, detail: "stopped the reader", source: succeed + `
+import os, signal
+os.kill(-1, signal.SIGKILL)
+`},
+		{name: "multiprocessing", want: StatusValid, source: `
+from multiprocessing import Pool
+with Pool(2) as p:
+    assert p.map(abs, [-1, -2]) == [1, 2]
+` + succeed},
 		{name: "background-process", want: StatusValid, source: `
 import os, subprocess, sys
 subprocess.Popen(["/bin/sleep", "1000"], start_new_session=True, stdout=subprocess.DEVNULL)
