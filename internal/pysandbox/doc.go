@@ -69,4 +69,32 @@
 //
 // A failure of the sandbox itself (engine unreachable, image missing, a
 // stream cut short) is an error, never a status: the caller retries.
+//
+// The submission is read out by a second exec, the reader, started before
+// the solution (so that a fork bomb the solution leaves cannot keep it from
+// starting) and waiting on its stdin: told to go, it kills whatever the
+// solution left running and writes the file on its stdout. A solution
+// that kills every process it can (kill -1) kills the reader too, and
+// gets ran_no_sub.
+//
+// # The reference panel
+//
+// RunPanel runs the panel of deploy/pytasks/panel (LoadPanel) on a task
+// under the task's own limits and returns its leaderboard;
+// WriteLeaderboard writes it into a prepared task directory (see package
+// tasks).
+//
+// # Tests
+//
+// The tests run against the real Docker engine and the newest
+// wmrl-python image (or $WMRL_PYTHON_IMAGE), and skip, saying why, when
+// there is neither (build it with deploy/pyimage.sh):
+//
+//	go test ./internal/pysandbox/
+//	go test ./internal/pysandbox/ -run '^$' -bench Grade -benchtime 5x
+//	WMRL_PANEL_TEST=1 go test ./internal/pysandbox/ -run TestPanelAllTasks -v -timeout 60m
+//
+// The panel tests prepare real tasks with deploy/pytasks/prepare.py and
+// skip when the host's Python lacks what it needs (deploy/pytasks.sh
+// install).
 package pysandbox
