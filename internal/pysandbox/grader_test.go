@@ -180,6 +180,10 @@ func TestPreflight(t *testing.T) {
 	if _, err := New(ctx, Options{}); err == nil {
 		t.Error("New without an image: no error")
 	}
+	if _, err := New(ctx, Options{Image: testImage, Host: "unix://" + filepath.Join(t.TempDir(), "no-engine.sock")}); err == nil ||
+		!strings.Contains(err.Error(), "docker engine") {
+		t.Errorf("New with no engine: %v, want the engine's error", err)
+	}
 }
 
 // TestSweep: Sweep removes the sandbox containers whose deadline label has
