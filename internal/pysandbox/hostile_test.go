@@ -203,6 +203,30 @@ if ran:
 ` + succeed + `
 raise SystemExit("nothing executed")
 `},
+		{name: "what-it-sees", want: StatusValid, source: `
+import json, os
+spec = json.load(open("/data/task.json"))
+assert spec["id"] == "synth-a" and spec["labels"] == ["no", "yes"], spec
+assert open("/data/description.md").read().startswith("# Synthetic"), "description"
+assert sorted(os.listdir("/data")) == ["description.md", "public", "task.json"], os.listdir("/data")
+assert sorted(os.listdir("/data/public")) == ["sample_submission.csv", "test.csv", "train.csv"], os.listdir("/data/public")
+assert sorted(os.listdir("/code")) == ["solution.py"], os.listdir("/code")
+assert os.getuid() == 65534 and os.getgid() == 65534 and os.getcwd() == "/work", (os.getuid(), os.getcwd())
+assert open("/proc/self/status").read().count("CapEff:\t0000000000000000") == 1, "capabilities"
+assert "NoNewPrivs:\t1" in open("/proc/self/status").read(), "no-new-privileges"
+allowed = {"/", "/work", "/tmp", "/data", "/data/public", "/code", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue",
+           "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    point, opts = f[4], f[5]
+    if point.startswith(("/proc", "/sys")):
+        continue
+    assert point in allowed, "unexpected mount " + point
+    if point in ("/", "/data", "/data/public", "/code"):
+        assert opts.split(",")[0] == "ro", point + " is not read-only: " + opts
+    if point in ("/work", "/tmp"):
+        assert "noexec" in opts, point + ": " + opts
+` + succeed},
 		{name: "no-submission", want: StatusRanNoSub, detail: "no /work/submission.csv", source: "print('done')\n"},
 		{name: "empty-submission", want: StatusRanNoSub, detail: "refused", source: "open('submission.csv', 'w').close()\n"},
 		{name: "garbage-submission", want: StatusRanNoSub, detail: "refused", source: "open('submission.csv', 'wb').write(bytes(range(256)) * 10)\n"},
