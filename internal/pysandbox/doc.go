@@ -47,7 +47,7 @@
 // running (a background process, a fork bomb) dies when the container is
 // killed and removed, on every path, also when the caller's context is
 // cancelled. Containers carry sandbox.LabelSandbox, LabelOwner and
-// LabelDeadline, and the keeper exits on its own shortly after the deadline
+// LabelDeadline, and the keeper exits on its own before the deadline
 // label's time, so a worker that crashes leaks only stopped containers,
 // which Sweep (and sandbox.Docker.Cleanup) remove.
 //

@@ -221,10 +221,13 @@ func TestSweep(t *testing.T) {
 	leaked := mk(time.Now().Add(-time.Minute).Unix())
 	live := mk(time.Now().Add(time.Hour).Unix())
 	defer e.sb.remove(ctx, live)
+	// Another test process's sweep (or sandbox.Docker.Cleanup) may remove
+	// the leaked container first: n is not checked.
 	n, err := e.sb.Sweep(ctx)
-	if err != nil || n < 1 {
-		t.Fatalf("sweep: %d, %v", n, err)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
 	}
+	t.Logf("Sweep removed %d containers", n)
 	list, err := cli.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelOwner+"="+e.sb.Owner()))})
 	if err != nil {

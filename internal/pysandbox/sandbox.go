@@ -64,8 +64,7 @@ const (
 
 // Timing of an execution around the solution's deadline.
 const (
-	// killGrace bounds the wait for a killed container to be seen dead,
-	// and for the output to drain after the solution ended.
+	// killGrace bounds the wait for a killed container to be seen dead.
 	killGrace = 5 * time.Second
 	// drainGrace is how long the output may stay open after the solution
 	// ended (a background process holding it).
