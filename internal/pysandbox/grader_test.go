@@ -89,16 +89,22 @@ func TestGrader(t *testing.T) {
 	e := newTestEnv(t, Options{})
 	g := &Grader{Sandbox: e.sb, Tasks: e.store}
 	ctx := context.Background()
-	lim := testLimits(12 * time.Second)
+	lim := testLimits(30 * time.Second)
 	got, err := g.Grade(ctx, backend.GradeRequest{Limits: lim, Items: []backend.GradeItem{
 		{Task: backend.Task{ID: "synth-a"}, Solution: logistic, Seed: 1},
-		{Task: backend.Task{ID: "synth-b"}, Solution: "import time\ntime.sleep(60)\n", Seed: 2},
 		{Task: backend.Task{ID: "synth-b"}, Solution: "", Seed: 3},
 		{Task: backend.Task{ID: "synth-a"}, Solution: "import os\nprint(os.environ['WMRL_SEED'])\n", Seed: 4},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	timeout, err := g.Grade(ctx, backend.GradeRequest{Limits: testLimits(2 * time.Second), Items: []backend.GradeItem{
+		{Task: backend.Task{ID: "synth-b"}, Solution: "import time\ntime.sleep(60)\n", Seed: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got[:1], append(timeout, got[1:]...)...)
 	e.checkClean(t, "")
 	want := []string{"ok", "timeout", "invalid_program", "invalid_output"}
 	if len(got) != len(want) {
