@@ -38,9 +38,10 @@
 //
 // The container's first process is /bin/sleep, a keeper that holds the
 // tmpfs mounts alive; the solution runs beside it through an exec, so that
-// /work/submission.csv can be copied out through the engine after the
-// solution ends (a tmpfs dies with the container) and its exit code comes
-// from the engine, which the solution cannot forge. The exec first compiles
+// /work/submission.csv can still be read out after the solution ends (a
+// tmpfs dies with the container, and the engine cannot copy from one: the
+// reader below does) and its exit code comes from the engine, which the
+// solution cannot forge. The exec first compiles
 // the source (the cheap equivalent of `python3 -m py_compile`) and reports a
 // syntax error with a token the solution never sees, then replaces itself
 // (execv) with `python3 /code/solution.py`. Whatever the solution leaves
