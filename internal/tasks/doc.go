@@ -50,23 +50,26 @@
 // the id and hash of the task it trained on and read the very same files
 // later, even after the id was pointed at new files.
 //
-// # Reference panel (to come)
+// # Reference panel
 //
 // A task's leaderboard comes from one fixed panel of Python solutions, the
-// same for every task: a few dozen programs from trivial baselines
-// (majority label, prior probability, train mean or median) through
-// linear and logistic models with several regularisations, k-nearest
-// neighbours, naive Bayes, to tuned forests and gradient boosting. Each
-// solution is one file deploy/pytasks/panel/<name>.py, name a task id-like
-// word ("logistic-c1", "forest-500"), run as
-// `python3 <name>.py` in the Python sandbox with the task's public/ mounted
-// read-only at /data/public, description.md and a task.json (the spec) at
-// /data, and a writable /work; it writes /work/submission.csv in the shape
-// of sample_submission.csv and reads nothing else. A solution reads the
-// kind, metric and labels from /data/task.json, so one file serves every
-// task. The grader, outside the container, checks the submission as Load
+// same for every task, from trivial baselines (prior or mean, majority or
+// median) through linear and logistic models with several
+// regularisations, k-nearest neighbours and naive Bayes to forests,
+// gradient boosting and an RBF SVM. Each solution is one file
+// deploy/pytasks/panel/<name>.py, name a task id-like word
+// ("linear-strong", "forest-200"), run as `python3 solution.py` in the
+// Python sandbox (package pysandbox) with the task's public/ mounted
+// read-only at /data/public, description.md and a task.json (the Spec as
+// JSON, pysandbox.TaskJSON) at /data, and a writable /work; it writes
+// /work/submission.csv in the shape of sample_submission.csv and reads
+// nothing else. A solution reads the kind, metric and labels from
+// /data/task.json, so one file serves every task, and fixes its own random
+// state. The grader, outside the container, checks the submission as Load
 // checks sample_submission.csv and scores it against private/answers.csv;
-// a solution that fails, times out or writes a malformed submission gets no
-// row. The panel runs once per task, when the tasks are prepared, and its
-// scores are written to leaderboard.csv, best first.
+// a solution that fails, times out or writes a malformed submission gets
+// no row. The panel runs once per task, under the task's own limits, on
+// the prepared directory before it is imported (pysandbox.RunPanel and
+// WriteLeaderboard); its scores are written to leaderboard.csv, best
+// first, ties by name. The same task, panel and image give the same bytes.
 package tasks
