@@ -22,6 +22,7 @@ import (
 	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/temporallog"
 
+	dockerclient "github.com/docker/docker/client"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -30,10 +31,12 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/pysandbox"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/tasks"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 	"github.com/wmrl/wmrl/workflows"
 )
@@ -131,6 +134,14 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	}
 	if acts.Remote, err = remoteBackends(rf, st, os.Getenv); err != nil {
 		return err
+	}
+	if rf.Sandbox.Python != nil {
+		py, err := openPython(ctx, *rf.Sandbox.Python, o.dataDir, logger)
+		if err != nil {
+			return err
+		}
+		defer py.Close()
+		acts.Remote.Graders[backend.Python] = &pysandbox.Grader{Sandbox: py, Tasks: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}
 	}
 	if names := acts.Remote.Names(); len(names) > 0 {
 		logger.Info("remote backends", zap.Strings("backends", names))
@@ -263,4 +274,32 @@ func cleanup(ctx context.Context, sb sandbox.Sandbox, logger *zap.Logger) {
 	if n > 0 {
 		logger.Info("removed leaked sandbox containers", zap.Int("count", n))
 	}
+}
+
+// openPython opens the Python sandbox of a --backends file and removes what
+// crashed workers left behind (containers, staging directories).
+func openPython(ctx context.Context, s pythonSection, dataDir string, logger *zap.Logger) (*pysandbox.Sandbox, error) {
+	img := s.Image
+	if img == "" {
+		cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("--backends sandbox.python: %w", err)
+		}
+		img, err = pysandbox.LatestImage(ctx, cli)
+		cli.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--backends sandbox.python.image: none given and %w (build one: deploy/pyimage.sh)", err)
+		}
+	}
+	sb, err := pysandbox.New(ctx, pysandbox.Options{Image: img, StagingDir: s.StagingDir})
+	if err != nil {
+		return nil, fmt.Errorf("--backends sandbox.python: %w", err)
+	}
+	if n, err := sb.Sweep(ctx); err != nil {
+		logger.Warn("python sandbox cleanup", zap.Error(err))
+	} else if n > 0 {
+		logger.Info("removed leaked python sandbox containers", zap.Int("count", n))
+	}
+	logger.Info("python sandbox", zap.String("image", img), zap.String("tasks", tasks.StoreDir(dataDir)))
+	return sb, nil
 }

@@ -44,6 +44,8 @@ import (
 //	sandbox:
 //	  grade_http:                # sandbox.kind: grade-http
 //	    url: http://grader:8089
+//	  python:                    # sandbox.kind: python
+//	    image: wmrl-python:692af578805c0c3b
 type remoteFile struct {
 	Tinker     *tinkerSection `yaml:"tinker"`
 	WorldModel struct {
@@ -51,8 +53,21 @@ type remoteFile struct {
 		GradeHTTP *gradeSection  `yaml:"grade_http"`
 	} `yaml:"world_model"`
 	Sandbox struct {
-		GradeHTTP *gradeSection `yaml:"grade_http"`
+		GradeHTTP *gradeSection   `yaml:"grade_http"`
+		Python    *pythonSection `yaml:"python"`
 	} `yaml:"sandbox"`
+}
+
+// pythonSection is the Python sandbox (sandbox.kind: python): agent-written
+// Python solutions of the imported real tasks, one locked-down container
+// each (internal/pysandbox).
+type pythonSection struct {
+	// Image is the wmrl-python image (deploy/pyimage.sh prints it); ""
+	// is the newest one the engine has.
+	Image string `yaml:"image"`
+	// StagingDir is where each execution's files are staged for the
+	// engine to mount ("": the system's temporary directory).
+	StagingDir string `yaml:"staging_dir"`
 }
 
 type tinkerSection struct {

@@ -21,6 +21,9 @@ const (
 	// GradeHTTP is a grader (sandbox.kind) or a world model served over
 	// the /health + /grade contract.
 	GradeHTTP = "grade-http"
+	// Python is the sandbox.kind of Python solutions of real tasks, run
+	// in the locked-down Python sandbox (internal/pysandbox).
+	Python = "python"
 )
 
 // Checker is an adapter that can tell whether its service answers (a

@@ -21,7 +21,7 @@ func TestBackendFields(t *testing.T) {
 		{"world_model:\n  backend: grade-http\n", ""},
 		{"policy:\n  backend: openai\n", `must be one of ["builtin" "tinker"] (empty means "builtin"), got "openai"`},
 		{"world_model:\n  backend: tinker\n", `must be one of ["builtin" "openai" "grade-http"] (empty means "builtin"), got "tinker"`},
-		{"sandbox:\n  kind: python3\n", `must be one of ["auto" "docker" "process" "grade-http"], got "python3"`},
+		{"sandbox:\n  kind: python3\n", `must be one of ["auto" "docker" "process" "grade-http" "python"], got "python3"`},
 		{"world_model:\n  model: x\n", "model"},
 	} {
 		_, err := Parse(Default(), []byte(tt.give))

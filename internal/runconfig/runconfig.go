@@ -176,7 +176,7 @@ func WorldModelBackends() []string {
 // SandboxKinds lists the valid values of sandbox.kind: the worker's own
 // sandboxes, and remote graders.
 func SandboxKinds() []string {
-	return []string{SandboxAuto, SandboxDocker, SandboxProcess, SandboxGradeHTTP}
+	return []string{SandboxAuto, SandboxDocker, SandboxProcess, SandboxGradeHTTP, SandboxPython}
 }
 
 // checkBackend checks a backend name field against its valid values.
@@ -205,6 +205,9 @@ const (
 	SandboxProcess = "process" // a limited child process
 	// SandboxGradeHTTP is a remote grader over /health + /grade.
 	SandboxGradeHTTP = backend.GradeHTTP
+	// SandboxPython runs Python solutions of real tasks (internal/tasks)
+	// in the Python sandbox.
+	SandboxPython = backend.Python
 )
 
 // Sandbox configures the real executions.

@@ -252,7 +252,7 @@ func TestParseReportsEveryField(t *testing.T) {
 		"anchors.fractoin: line 5: field fractoin not found",
 		"steps: line 2: must be in [1,1000000], got 0",
 		"anchors.fraction: line 6: must be in [0,1], got 2",
-		`sandbox.kind: line 8: must be one of ["auto" "docker" "process" "grade-http"], got "vm"`,
+		`sandbox.kind: line 8: must be one of ["auto" "docker" "process" "grade-http" "python"], got "vm"`,
 	}
 	if len(inv.Problems) != len(wantEach) {
 		t.Fatalf("%d problems, want %d: %v", len(inv.Problems), len(wantEach), err)
