@@ -6,9 +6,11 @@
 #   2. a Temporal dev server with the Web UI (deploy/temporal.sh; built once and
 #      cached). Set TEMPORAL_ADDRESS to use an existing cluster instead.
 #   3. bin/wmrl, bin/wmrl-worker, bin/wmrl-executor; the schema (wmrl migrate)
-#   4. one wmrl-worker serving every task queue (Docker sandbox when an engine
-#      answers, the process sandbox otherwise), logging to .cache/demo/worker.log
-#   5. wmrl run --preset demo
+#   4. the Python sandbox image (deploy/pyimage.sh) when a Docker engine answers
+#   5. one wmrl-worker serving every task queue (Docker sandbox when an engine
+#      answers, the process sandbox otherwise; the Python sandbox too, through
+#      its --backends file), logging to .cache/demo/worker.log
+#   6. wmrl run --preset demo
 #
 # Everything keeps running afterwards so the run can be browsed in the UI;
 # `make demo-stop` stops the worker and the dev server.
@@ -48,13 +50,22 @@ say "Build and migrate"
 make --no-print-directory build
 bin/wmrl migrate
 
+backends=()
+if docker info >/dev/null 2>&1; then
+	say "Python sandbox image (for sandbox.kind: python; built once, then a no-op)"
+	py_image=$(bash deploy/pyimage.sh)
+	printf 'sandbox:\n  python:\n    image: %s\n' "$py_image" >"$state/backends.yaml"
+	backends=(--backends "$state/backends.yaml")
+	echo "image: $py_image"
+fi
+
 say "Worker"
 if [[ -f $state/worker.pid ]] && kill -0 "$(<"$state/worker.pid")" 2>/dev/null; then
 	kill -TERM "$(<"$state/worker.pid")" # restart it: the binary may be new
 	sleep 1
 fi
 export WMRL_DATA_DIR=${WMRL_DATA_DIR:-$root/.cache/demo/data}
-nohup bin/wmrl-worker --executor "$root/bin/wmrl-executor" >"$state/worker.log" 2>&1 </dev/null &
+nohup bin/wmrl-worker --executor "$root/bin/wmrl-executor" "${backends[@]}" >"$state/worker.log" 2>&1 </dev/null &
 echo $! >"$state/worker.pid"
 sleep 1
 kill -0 "$(<"$state/worker.pid")" 2>/dev/null || {
