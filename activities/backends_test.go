@@ -165,3 +165,29 @@ func TestRemotePolicyGetsItsTokens(t *testing.T) {
 		}
 	}
 }
+
+// capacityGrader says it takes 24 executions at once.
+type capacityGrader struct{ backend.Grader }
+
+func (capacityGrader) Capacity(context.Context) (int, error) { return 24, nil }
+
+// GraderCapacity is the run's grader's capacity, -1 when it has none to
+// tell (the worker's own sandbox).
+func TestGraderCapacity(t *testing.T) {
+	a, _ := newTestActivities(t)
+	a.Remote = Remote{Graders: map[string]backend.Grader{backend.GradeHTTP: capacityGrader{a.Grader}}}
+	for _, tt := range []struct {
+		kind string
+		want int
+	}{{"auto", -1}, {backend.GradeHTTP, 24}} {
+		cfg := tinyConfig(t)
+		cfg.Sandbox.Kind = tt.kind
+		run := "cap" + tt.kind
+		if _, err := a.CreateRun(t.Context(), CreateRunRequest{RunID: run, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := a.GraderCapacity(t.Context(), GraderCapacityRequest{RunID: run}); err != nil || n != tt.want {
+			t.Errorf("sandbox.kind %q: capacity %d, %v, want %d", tt.kind, n, err, tt.want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ const (
 	// NamePreflightBackends is scheduled on the rollout, gpu and
 	// worldmodel queues.
 	NamePreflightBackends = "PreflightBackends"
+	NameGraderCapacity    = "GraderCapacity"
 )
 
 // Register registers every activity of a on r under its name.
@@ -42,6 +43,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
 		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
+		NameGraderCapacity: a.GraderCapacity,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -102,3 +102,29 @@ func (a *Activities) PreflightBackends(ctx context.Context, req PreflightBackend
 	}
 	return PreflightBackendsResponse{Backend: name}, nil
 }
+
+// GraderCapacityRequest names a run.
+type GraderCapacityRequest struct {
+	RunID string `json:"run_id"`
+}
+
+// GraderCapacity returns how many executions the run's grader takes at
+// once (backend.CapacityReporter), or -1 when it does not say.
+func (a *Activities) GraderCapacity(ctx context.Context, req GraderCapacityRequest) (int, error) {
+	if err := checkRun(req.RunID); err != nil {
+		return 0, invalid(err)
+	}
+	g, err := a.graderOf(ctx, req.RunID)
+	if err != nil {
+		return 0, err
+	}
+	c, ok := g.(backend.CapacityReporter)
+	if !ok {
+		return -1, nil
+	}
+	n, err := c.Capacity(ctx)
+	if err != nil {
+		return 0, fromPort(fmt.Errorf("grader capacity: %w", err))
+	}
+	return n, nil
+}

@@ -65,3 +65,10 @@ type Grader interface {
 	// failure.
 	Preflight(ctx context.Context, l Limits) error
 }
+
+// CapacityReporter is a grader that can say how many executions it takes
+// at once (a /grade service's GET /health): the anchor scheduler's free
+// capacity when the run asks for it (anchors.from_grader).
+type CapacityReporter interface {
+	Capacity(ctx context.Context) (int, error)
+}

@@ -79,6 +79,10 @@ type Anchors struct {
 	// Capacity caps the anchor groups per step by the free sandbox
 	// capacity, in groups; 0 means no cap.
 	Capacity int `yaml:"capacity" json:"capacity"`
+	// FromGrader caps them also by what the grader says it can take
+	// (a /grade service's GET /health capacity, in executions, divided by
+	// the samples per group), asked at each step's start.
+	FromGrader bool `yaml:"from_grader" json:"from_grader,omitempty"`
 }
 
 // Denoise configures Inverse-Variance Denoising: the fields of
