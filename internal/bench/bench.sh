@@ -34,6 +34,13 @@ echo
 echo "== backends in process vs over HTTP"
 go test -run '^$' -bench StepBackends -benchtime 10x -count 3 ./activities || status=$?
 
+# One Python solution in the Python sandbox (the wmrl-python image of
+# deploy/pyimage.sh; skipped without an engine or image): a copy of the
+# sample submission, an import of the libraries, a logistic regression.
+echo
+echo "== a Python solution in the Python sandbox"
+go test -run '^$' -bench Grade -benchtime 5x ./internal/pysandbox || status=$?
+
 echo
 echo "== isotonic.Fit vs scikit-learn"
 go run ./internal/bench/isobench -python "$PY" -script internal/bench/sklearn_iso.py "$@" || status=$?
