@@ -85,6 +85,10 @@ const (
 	// whether it has the policy and world-model backends the run names,
 	// and whether they answer.
 	changePreflightBackends = "preflight-backends"
+	// changeGraderCapacity (version 1, with anchors.from_grader only): the
+	// anchor groups are also capped by the grader's capacity, asked at
+	// the step's start (activity GraderCapacity on the sandbox queue).
+	changeGraderCapacity = "grader-capacity"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
@@ -182,10 +186,13 @@ func (s *stepRun) generate(ctx workflow.Context) error {
 	})
 }
 
-func (s *stepRun) chooseAnchors(workflow.Context) error {
+func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
 	if s.pc.Anchors {
-		a, err := anchors.Select(s.cfg.Seed, s.in.Step, s.cfg.Groups, s.in.AnchorFraction, s.cfg.Anchors.Min,
-			s.cfg.FreeCapacity())
+		free, err := s.freeCapacity(ctx)
+		if err != nil {
+			return err
+		}
+		a, err := anchors.Select(s.cfg.Seed, s.in.Step, s.cfg.Groups, s.in.AnchorFraction, s.cfg.Anchors.Min, free)
 		if err != nil {
 			return invalidInput(err)
 		}

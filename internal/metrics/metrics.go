@@ -56,6 +56,9 @@ type Step struct {
 	// CPUSeconds and WallSeconds sum the training executions' costs.
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
+	// GraderCapacity is what the grader said it takes at once at the
+	// step's start (anchors.from_grader; 0 when not asked).
+	GraderCapacity int `json:"grader_capacity,omitempty"`
 }
 
 // Validate reports the first metric that is not a finite number (JSON, and
