@@ -179,11 +179,25 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	if len(items) == 0 {
 		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no trajectories", req.Group, req.RunID, req.Step))
 	}
-	wm, err := a.worldModelOf(ctx, req.RunID)
+	cfg, err := a.runConfig(ctx, req.RunID)
 	if err != nil {
 		return ScoreResponse{}, err
 	}
-	preds, err := wm.Score(ctx, items)
+	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	var preds []backend.Prediction
+	if cfg.WorldModel.Backend == backend.Simulated {
+		sim, ok := wm.(backend.Simulator)
+		if !ok {
+			return ScoreResponse{}, invalid(fmt.Errorf("world_model.backend: the worker's %q world model cannot simulate", backend.Simulated))
+		}
+		s := cfg.WorldModel.Simulated
+		preds, err = sim.ScoreSimulated(ctx, items, backend.Simulation{Noise: s.Noise, Bias: s.Bias, Seed: cfg.Seed})
+	} else {
+		preds, err = wm.Score(ctx, items)
+	}
 	if err != nil {
 		return ScoreResponse{}, fromPort(err)
 	}

@@ -135,6 +135,11 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	if acts.Remote, err = remoteBackends(rf, st, os.Getenv); err != nil {
 		return err
 	}
+	if serves(o, "worldmodel") {
+		// The simulated world model (world_model.backend: simulated), for
+		// studying the method: the real score, degraded as the run says.
+		acts.Remote.WorldModels[backend.Simulated] = &builtin.SimulatedWorldModel{Tasks: acts.Tasks.(*builtin.Tasks)}
+	}
 	if rf.Sandbox.Python != nil {
 		py, err := openPython(ctx, *rf.Sandbox.Python, o.dataDir, logger)
 		if err != nil {

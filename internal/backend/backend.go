@@ -21,6 +21,9 @@ const (
 	// GradeHTTP is a grader (sandbox.kind) or a world model served over
 	// the /health + /grade contract.
 	GradeHTTP = "grade-http"
+	// Simulated is a world model of controlled quality, for studying the
+	// method: the real score degraded by a chosen noise and bias.
+	Simulated = "simulated"
 	// Python is the sandbox.kind of Python solutions of real tasks, run
 	// in the locked-down Python sandbox (internal/pysandbox).
 	Python = "python"

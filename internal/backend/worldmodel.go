@@ -1,6 +1,10 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"math"
+)
 
 // ScoreItem is one (task, solution) pair to score.
 type ScoreItem struct {
@@ -35,4 +39,31 @@ type WorldModel interface {
 	// is an error; an answer the model gave but that holds no score is an
 	// ungraded Prediction.
 	Score(ctx context.Context, items []ScoreItem) ([]Prediction, error)
+}
+
+// Simulation is how a simulated world model degrades the real score (the
+// run config's world_model.simulated): score = clamp(r_env + Bias +
+// Noise·z, 0, 1), z a standard normal drawn from Seed and the item's key.
+type Simulation struct {
+	Noise float64
+	Bias  float64
+	Seed  uint64
+}
+
+// Check refuses a simulation out of bounds.
+func (s Simulation) Check() error {
+	switch {
+	case math.IsNaN(s.Noise) || s.Noise < 0 || s.Noise > 1:
+		return fmt.Errorf("world_model.simulated.noise: %v, want [0,1]", s.Noise)
+	case math.IsNaN(s.Bias) || s.Bias < -1 || s.Bias > 1:
+		return fmt.Errorf("world_model.simulated.bias: %v, want [-1,1]", s.Bias)
+	}
+	return nil
+}
+
+// Simulator is a world model whose quality the run sets (a simulation,
+// for studying the method): ScoreSimulated scores as Score does, degraded
+// as s says.
+type Simulator interface {
+	ScoreSimulated(ctx context.Context, items []ScoreItem, s Simulation) ([]Prediction, error)
 }

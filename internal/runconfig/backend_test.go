@@ -20,7 +20,7 @@ func TestBackendFields(t *testing.T) {
 		{"policy:\n  backend: tinker\nworld_model:\n  backend: openai\nsandbox:\n  kind: grade-http\n", ""},
 		{"world_model:\n  backend: grade-http\n", ""},
 		{"policy:\n  backend: openai\n", `must be one of ["builtin" "tinker"] (empty means "builtin"), got "openai"`},
-		{"world_model:\n  backend: tinker\n", `must be one of ["builtin" "openai" "grade-http"] (empty means "builtin"), got "tinker"`},
+		{"world_model:\n  backend: tinker\n", `must be one of ["builtin" "openai" "grade-http" "simulated"] (empty means "builtin"), got "tinker"`},
 		{"sandbox:\n  kind: python3\n", `must be one of ["auto" "docker" "process" "grade-http" "python"], got "python3"`},
 		{"world_model:\n  model: x\n", "model"},
 	} {
@@ -72,6 +72,22 @@ func TestTinkerSection(t *testing.T) {
 		"policy:\n  tinker:\n    beta2: 1\n":        "policy.tinker.beta2",
 		"policy:\n  tinker:\n    lora_rank: -1\n":   "policy.tinker.lora_rank",
 		"policy:\n  tinker:\n    temperature: 99\n": "policy.tinker.temperature",
+	} {
+		if _, err := Parse(Default(), []byte(give)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want %q", give, err, want)
+		}
+	}
+}
+
+// world_model.simulated needs world_model.backend: simulated, and bounds.
+func TestSimulatedSection(t *testing.T) {
+	if _, err := Parse(Default(), []byte("world_model:\n  backend: simulated\n  simulated:\n    noise: 0.15\n    bias: -0.1\n")); err != nil {
+		t.Fatal(err)
+	}
+	for give, want := range map[string]string{
+		"world_model:\n  simulated:\n    noise: 0.1\n":                       `world_model.simulated: line 2: is set but world_model.backend is "", not "simulated"`,
+		"world_model:\n  backend: simulated\n  simulated:\n    noise: 2\n":   "world_model.simulated.noise",
+		"world_model:\n  backend: simulated\n  simulated:\n    bias: -1.5\n": "world_model.simulated.bias",
 	} {
 		if _, err := Parse(Default(), []byte(give)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", give, err, want)

@@ -162,9 +162,21 @@ type WorldModel struct {
 	// Backend names the world model's backend: "" or "builtin" (the
 	// frozen built-in model, or the artefact the worker was given with
 	// --world-model), "openai" (an LLM over OpenAI-compatible chat
-	// completions) or "grade-http" (a /grade server). Where the remote
-	// ones are is the worker's configuration, not the run's.
+	// completions) or "grade-http" (a /grade server), or "simulated" (a
+	// world model of controlled quality, for studying the method). Where
+	// the remote ones are is the worker's configuration, not the run's.
 	Backend string `yaml:"backend" json:"backend,omitempty"`
+	// Simulated sets the simulated world model's quality
+	// (world_model.backend: simulated).
+	Simulated Simulated `yaml:"simulated" json:"simulated,omitzero"`
+}
+
+// Simulated is the world_model.simulated section: the simulated world
+// model scores a program r_env + bias + noise·z, clamped to [0,1], z a
+// standard normal fixed by the run seed and the trajectory.
+type Simulated struct {
+	Noise float64 `yaml:"noise" json:"noise,omitempty"`
+	Bias  float64 `yaml:"bias" json:"bias,omitempty"`
 }
 
 // PolicyBackends lists the valid values of policy.backend ("" means
@@ -174,7 +186,7 @@ func PolicyBackends() []string { return []string{backend.Builtin, backend.Tinker
 // WorldModelBackends lists the valid values of world_model.backend ("" means
 // backend.Builtin).
 func WorldModelBackends() []string {
-	return []string{backend.Builtin, backend.OpenAI, backend.GradeHTTP}
+	return []string{backend.Builtin, backend.OpenAI, backend.GradeHTTP, backend.Simulated}
 }
 
 // SandboxKinds lists the valid values of sandbox.kind: the worker's own
@@ -650,6 +662,22 @@ func (c Config) checks() []func() error {
 		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
 		func() error { return checkBackend("policy.backend", c.Policy.Backend, PolicyBackends()) },
 		c.Policy.Tinker.validate,
+		func() error {
+			s := c.WorldModel.Simulated
+			if s == (Simulated{}) {
+				return nil
+			}
+			if c.WorldModel.Backend != backend.Simulated {
+				return bad("world_model.simulated", "is set but world_model.backend is %q, not %q", c.WorldModel.Backend, backend.Simulated)
+			}
+			switch {
+			case !finite(s.Noise) || s.Noise < 0 || s.Noise > 1:
+				return bad("world_model.simulated.noise", "must be in [0,1], got %v", s.Noise)
+			case !finite(s.Bias) || s.Bias < -1 || s.Bias > 1:
+				return bad("world_model.simulated.bias", "must be in [-1,1], got %v", s.Bias)
+			}
+			return nil
+		},
 		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
