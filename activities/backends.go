@@ -101,16 +101,24 @@ func (a *Activities) policyOf(ctx context.Context, run string) (backend.Policy, 
 }
 
 func (a *Activities) policyNamed(name string) (backend.Policy, error) {
+	return named(a, "policy.backend", name, a.Policy, a.Remote.Policies)
+}
+
+// named returns the adapter of a backend name: builtin ("" or "builtin"),
+// or the remote one of that name; field names the run-config field for
+// messages.
+func named[T comparable](a *Activities, field, name string, builtin T, remote map[string]T) (T, error) {
+	var zero T
 	if name == "" || name == backend.Builtin {
-		if a.Policy == nil {
-			return nil, errors.New("this worker has no policy")
+		if builtin == zero {
+			return zero, fmt.Errorf("this worker has no built-in adapter for %s", field)
 		}
-		return a.Policy, nil
+		return builtin, nil
 	}
-	if p, ok := a.Remote.Policies[name]; ok {
-		return p, nil
+	if x, ok := remote[name]; ok {
+		return x, nil
 	}
-	return nil, a.missing("policy.backend", name)
+	return zero, a.missing(field, name)
 }
 
 // worldModelOf returns the world model a run's world_model.backend names.
@@ -123,16 +131,7 @@ func (a *Activities) worldModelOf(ctx context.Context, run string) (backend.Worl
 }
 
 func (a *Activities) worldModelNamed(name string) (backend.WorldModel, error) {
-	if name == "" || name == backend.Builtin {
-		if a.WorldModel == nil {
-			return nil, errors.New("this worker has no world model")
-		}
-		return a.WorldModel, nil
-	}
-	if w, ok := a.Remote.WorldModels[name]; ok {
-		return w, nil
-	}
-	return nil, a.missing("world_model.backend", name)
+	return named(a, "world_model.backend", name, a.WorldModel, a.Remote.WorldModels)
 }
 
 // graderOf returns the grader a run's sandbox.kind names.

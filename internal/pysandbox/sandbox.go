@@ -213,21 +213,7 @@ func (s *Sandbox) Preflight(ctx context.Context, l backend.Limits) error {
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("docker engine: %w", err))...)
 	}
-	if l.CPUs > float64(info.NCPU) {
-		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
-	}
-	if l.MemoryBytes > info.MemTotal {
-		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
-	}
-	if !info.MemoryLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
-	}
-	if !info.CPUCfsQuota {
-		errs = append(errs, errors.New("docker engine: cannot limit CPUs (no CFS quota)"))
-	}
-	if !info.PidsLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit processes (no pids cgroup)"))
-	}
+	errs = append(errs, sandbox.EngineLimits(info, l)...)
 	if _, err := s.cli.ImageInspect(ctx, s.opts.Image); err != nil {
 		errs = append(errs, fmt.Errorf("python sandbox: image %s: %w (build it with deploy/pyimage.sh)", s.opts.Image, err))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -274,22 +275,7 @@ func (d *Docker) Preflight(ctx context.Context, l Limits) error {
 	if err != nil {
 		return fmt.Errorf("docker engine: %w", err)
 	}
-	var errs []error
-	if l.CPUs > float64(info.NCPU) {
-		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
-	}
-	if l.MemoryBytes > info.MemTotal {
-		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
-	}
-	if !info.MemoryLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
-	}
-	if !info.CPUCfsQuota {
-		errs = append(errs, errors.New("docker engine: cannot limit CPUs (no CFS quota)"))
-	}
-	if !info.PidsLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit processes (no pids cgroup)"))
-	}
+	errs := EngineLimits(info, l)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -681,4 +667,28 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 // isGone reports whether err says the container no longer exists.
 func isGone(err error) bool {
 	return cerrdefs.IsNotFound(err)
+}
+
+// EngineLimits checks limits l against what the engine described by info
+// can enforce: its CPUs and memory (a *backend.LimitError naming the
+// run-config field), and the cgroup controllers that enforce memory, CPU
+// and process limits.
+func EngineLimits(info system.Info, l backend.Limits) []error {
+	var errs []error
+	if l.CPUs > float64(info.NCPU) {
+		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
+	}
+	if l.MemoryBytes > info.MemTotal {
+		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
+	}
+	if !info.MemoryLimit {
+		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
+	}
+	if !info.CPUCfsQuota {
+		errs = append(errs, errors.New("docker engine: cannot limit CPUs (no CFS quota)"))
+	}
+	if !info.PidsLimit {
+		errs = append(errs, errors.New("docker engine: cannot limit processes (no pids cgroup)"))
+	}
+	return errs
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/program"
+	"github.com/wmrl/wmrl/internal/tokenizer"
 )
 
 // Tokenizer turns a task into prompt token ids and a completion's token ids
@@ -53,26 +54,18 @@ func ParseTaskPrompt(text string) (suite uint64, id string, err error) {
 	return suite, id, nil
 }
 
-// Prompt returns the bytes of PromptText.
+// Prompt returns the bytes of PromptText (tokenizer.Bytes).
 func (BuiltinTokenizer) Prompt(t backend.Task) ([]int, error) {
-	b := []byte(PromptText(t))
-	out := make([]int, len(b))
-	for i, c := range b {
-		out[i] = int(c)
-	}
-	return out, nil
+	return tokenizer.Bytes{}.Encode(PromptText(t))
 }
 
 // DecodePrompt inverts Prompt: it fails on an id that is not a byte.
 func DecodePrompt(ids []int) (string, error) {
-	b := make([]byte, len(ids))
-	for i, id := range ids {
-		if id < 0 || id > 255 {
-			return "", fmt.Errorf("prompt token %d is %d: want a byte", i, id)
-		}
-		b[i] = byte(id)
+	s, err := tokenizer.Bytes{}.Decode(ids)
+	if err != nil {
+		return "", fmt.Errorf("prompt: %w", err)
 	}
-	return string(b), nil
+	return s, nil
 }
 
 // Decode returns the canonical text of the program whose tokens, shifted by
