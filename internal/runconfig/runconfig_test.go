@@ -126,7 +126,10 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.TargetRho = 0.5 }, "anchors.adaptive.target_rho:"},
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Floor = -0.1 }, "anchors.adaptive.floor:"},
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Ceiling = 0.01 }, "anchors.adaptive.ceiling:"},
-		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Floor, c.Anchors.Adaptive.Ceiling = 0, 0 }, "anchors.adaptive.ceiling:"},
+		{func(c *Config) {
+			c.Anchors.Adaptive = adaptive()
+			c.Anchors.Adaptive.Floor, c.Anchors.Adaptive.Ceiling = 0, 0
+		}, "anchors.adaptive.ceiling:"},
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Gain = -1 }, "anchors.adaptive.gain:"},
 		{func(c *Config) { c.Debias.Method = "spline" }, "debias.method:"},
 		{func(c *Config) { c.Debias.Bins = 0 }, "debias.bins:"},
