@@ -23,6 +23,9 @@ const (
 	NameCalibrate        = "Calibrate"
 	NameFuse             = "Fuse"
 	NameCalibrateAndFuse = "CalibrateAndFuse"
+	// NameAnchorUncertainty runs as a local activity of a step with active
+	// anchor selection.
+	NameAnchorUncertainty = "AnchorUncertainty"
 	NameUpdate           = "Update"
 	NameHeldOutTasks     = "HeldOutTasks"
 	NameEvaluate         = "Evaluate"
@@ -42,6 +45,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
 		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
+		NameAnchorUncertainty: a.AnchorUncertainty,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
