@@ -26,11 +26,11 @@ const (
 	// NameAnchorUncertainty runs as a local activity of a step with active
 	// anchor selection.
 	NameAnchorUncertainty = "AnchorUncertainty"
-	NameUpdate           = "Update"
-	NameHeldOutTasks     = "HeldOutTasks"
-	NameEvaluate         = "Evaluate"
-	NameHeldOutScore     = "HeldOutScore"
-	NamePreflight        = "Preflight"
+	NameUpdate            = "Update"
+	NameHeldOutTasks      = "HeldOutTasks"
+	NameEvaluate          = "Evaluate"
+	NameHeldOutScore      = "HeldOutScore"
+	NamePreflight         = "Preflight"
 	// NamePreflightBackends is scheduled on the rollout, gpu and
 	// worldmodel queues.
 	NamePreflightBackends = "PreflightBackends"
