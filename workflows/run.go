@@ -332,6 +332,14 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	}
 	st.Tracker.Add(cfg.Groups, len(res.Anchors))
 	st.Checkpoint, st.Denoise, st.Rho = res.Checkpoint, res.Denoise, res.Rho
+	if a := cfg.Anchors.Adaptive; a.Enabled() && res.Denoise.Calibrated &&
+		workflow.GetVersion(ctx, changeAdaptiveAnchors, workflow.DefaultVersion, 1) >= 1 {
+		// ρ is 1 by definition until the denoiser is calibrated: the
+		// controller acts from then on. Its state is the fraction itself,
+		// carried in RunState across continue-as-new; a fraction set by
+		// set-anchor-fraction is where it goes on from.
+		st.AnchorFraction = anchors.Adapt(st.AnchorFraction, res.Rho, a.Controller())
+	}
 	st.Last = &StepSummary{Step: res.Step, Anchors: res.Anchors, Metrics: res.Metrics}
 	if res.Calibration != nil {
 		st.Calibration = res.Calibration

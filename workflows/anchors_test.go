@@ -1,0 +1,146 @@
+package workflows
+
+import (
+	"slices"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+)
+
+func activeConfig(t *testing.T) runconfig.Config {
+	t.Helper()
+	cfg := tiny(t, mode.WMRL)
+	cfg.Groups, cfg.Anchors.Fraction = 12, 0.25
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 1, Floor: 0.2}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestStepActiveAnchors: with anchors.active the step asks AnchorUncertainty
+// once, chooses the groups anchors.SelectActive chooses from its answer,
+// executes those, and hands their weights to RecordAnchors and Fuse.
+func TestStepActiveAnchors(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := activeConfig(t)
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, 0)
+	in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
+		Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
+	env.ExecuteWorkflow(TrainingStep, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res StepResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	u := make([]float64, cfg.Groups)
+	for g := range u {
+		u[g] = uncertaintyOf(g)
+	}
+	want, err := anchors.SelectActive(cfg.Seed, 3, u, cfg.Anchors.Fraction, cfg.Anchors.Min, -1, cfg.Anchors.Active.Selection())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Groups) != 3 {
+		t.Fatalf("want %d anchors, the config gives 3", len(want.Groups))
+	}
+	if !slices.Equal(res.Anchors, want.Groups) || !slices.Equal(res.AnchorWeights, want.Weights) {
+		t.Errorf("anchors %v weights %v, want %v %v", res.Anchors, res.AnchorWeights, want.Groups, want.Weights)
+	}
+	if f.n("AnchorUncertainty") != 1 {
+		t.Errorf("AnchorUncertainty called %d times", f.n("AnchorUncertainty"))
+	}
+	if got := f.executedGroups(3); !slices.Equal(got, want.Groups) {
+		t.Errorf("executed %v, want %v", got, want.Groups)
+	}
+	if len(f.records) != 1 || !slices.Equal(f.records[0].Weights, want.Weights) {
+		t.Errorf("RecordAnchors %+v, want weights %v", f.records, want.Weights)
+	}
+	if len(f.fuses) != 1 || !slices.Equal(f.fuses[0].AnchorWeights, want.Weights) {
+		t.Errorf("Fuse %+v, want weights %v", f.fuses, want.Weights)
+	}
+}
+
+// TestStepUniformAnchorsUnchanged: without anchors.active a step asks for
+// no uncertainty and sends no weights: requests as before the feature.
+func TestStepUniformAnchorsUnchanged(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.WMRL)
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.n("AnchorUncertainty") != 0 || f.records[0].Weights != nil || f.fuses[0].AnchorWeights != nil {
+		t.Errorf("uniform step: %d uncertainty calls, weights %v, %v", f.n("AnchorUncertainty"), f.records[0].Weights,
+			f.fuses[0].AnchorWeights)
+	}
+}
+
+// TestRunAdaptiveFraction: the controller moves the fraction after every
+// step whose denoiser is calibrated, by anchors.Adapt of the step's ρ,
+// carries it across continue-as-new, and leaves it alone before.
+func TestRunAdaptiveFraction(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := activeConfig(t) // 3 steps, continue-as-new every 2
+	cfg.Groups = 4
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.05, Floor: 0.25, Ceiling: 0.75, Gain: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctl := cfg.Anchors.Adaptive.Controller()
+	// The fake's ρ is 1 + (groups pushed)/10; it pushes one per anchor group.
+	expect := func(calibrateAt int) (fractions []float64, next float64) {
+		f, groups := cfg.Anchors.Fraction, 0
+		for range 2 {
+			fractions = append(fractions, f)
+			k, _ := anchors.Count(cfg.Groups, f, cfg.Anchors.Min, -1)
+			groups += k
+			if calibrateAt > 0 && groups >= calibrateAt {
+				f = anchors.Adapt(f, 1+float64(groups)/10, ctl)
+			}
+		}
+		return fractions, f
+	}
+	for _, calibrateAt := range []int{1, 0} {
+		env := newEnv(t, &s)
+		f := &fake{calibrateAt: calibrateAt}
+		f.register(env, 0)
+		env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
+		next := decodeContinueAsNew(t, env.GetWorkflowError())
+		wantFractions, wantNext := expect(calibrateAt)
+		if !slices.Equal(f.fractions, wantFractions) || next.State.AnchorFraction != wantNext {
+			t.Errorf("calibrated at %d: fractions %v then %v, want %v then %v", calibrateAt, f.fractions,
+				next.State.AnchorFraction, wantFractions, wantNext)
+		}
+		if calibrateAt > 0 && !(wantNext > cfg.Anchors.Fraction) {
+			t.Errorf("ρ above the target did not raise the fraction: %v", wantNext)
+		}
+		if calibrateAt == 0 && wantNext != cfg.Anchors.Fraction {
+			t.Errorf("an uncalibrated denoiser moved the fraction to %v", wantNext)
+		}
+
+		// The continued run starts from the carried fraction.
+		env2 := newEnv(t, &s)
+		f2 := &fake{calibrateAt: calibrateAt}
+		f2.register(env2, 0)
+		env2.ExecuteWorkflow(TrainingRun, next)
+		if err := env2.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(f2.fractions) != 1 || f2.fractions[0] != wantNext {
+			t.Errorf("continued run used fractions %v, want [%v]", f2.fractions, wantNext)
+		}
+	}
+}
