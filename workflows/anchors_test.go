@@ -10,6 +10,7 @@ import (
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 func activeConfig(t *testing.T) runconfig.Config {
@@ -142,5 +143,49 @@ func TestRunAdaptiveFraction(t *testing.T) {
 		if len(f2.fractions) != 1 || f2.fractions[0] != wantNext {
 			t.Errorf("continued run used fractions %v, want [%v]", f2.fractions, wantNext)
 		}
+	}
+}
+
+// TestRealRunActiveAnchors runs wmrl with active anchors and the adaptive
+// fraction on real activities, twice with the same seed (the second time
+// with a sandbox that fails now and then): the same final checkpoint, the
+// same anchor pairs with the same weights, and weights other than 1 stored.
+func TestRealRunActiveAnchors(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Groups = 8
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.2, Floor: 0.125, Ceiling: 0.5, Gain: 0.2}
+	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "act-1", Config: cfg})
+	flaky := &testenv.InProcess{}
+	flaky.FailNext(2)
+	r2, _ := runToEnd(t, realActivities(t, st, flaky, t.TempDir()), RunInput{RunID: "act-2", Config: cfg})
+	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
+		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
+	}
+	ctx := t.Context()
+	p1, err := st.AnchorPairs(ctx, "act-1", cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := st.AnchorPairs(ctx, "act-2", cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p1) == 0 || len(p1) != len(p2) {
+		t.Fatalf("%d and %d anchor pairs", len(p1), len(p2))
+	}
+	weighted := 0
+	for i := range p1 {
+		if p1[i].Group != p2[i].Group || p1[i].Step != p2[i].Step || p1[i].Weight != p2[i].Weight {
+			t.Fatalf("pair %d: %+v and %+v", i, p1[i], p2[i])
+		}
+		if p1[i].Weight != 0 {
+			weighted++
+		}
+	}
+	if weighted == 0 {
+		t.Error("no stored pair has a weight other than 1")
 	}
 }
