@@ -189,3 +189,63 @@ func TestRealRunActiveAnchors(t *testing.T) {
 		t.Error("no stored pair has a weight other than 1")
 	}
 }
+
+// TestRealResumeActiveAnchors: a run with active anchors and the adaptive
+// fraction resumed after 2 of 4 steps ends where the uninterrupted run
+// does, with the same anchor pairs, weights and per-step fractions.
+func TestRealResumeActiveAnchors(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Groups, cfg.Steps, cfg.ContinueAsNewEvery = 8, 4, 10
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.2, Floor: 0.125, Ceiling: 0.5, Gain: 0.2}
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	full, _ := runToEnd(t, a, RunInput{RunID: "afull", Config: cfg})
+	short := cfg
+	short.Steps = 2
+	runToEnd(t, a, RunInput{RunID: "ashort", Config: short})
+	res, _ := runToEnd(t, a, RunInput{RunID: "aresumed", Config: cfg, ResumeFrom: "ashort"})
+	if res.Steps != cfg.Steps || res.Checkpoint != full.Checkpoint {
+		t.Fatalf("resumed run %+v, uninterrupted %+v", res, full)
+	}
+	ctx := t.Context()
+	pf, err := st.AnchorPairs(ctx, "afull", cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := st.AnchorPairs(ctx, "aresumed", cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pf) != len(pr) {
+		t.Fatalf("%d pairs uninterrupted, %d resumed", len(pf), len(pr))
+	}
+	for i := range pf {
+		if pf[i].Step != pr[i].Step || pf[i].Group != pr[i].Group || pf[i].Weight != pr[i].Weight {
+			t.Fatalf("pair %d: %+v uninterrupted, %+v resumed", i, pf[i], pr[i])
+		}
+	}
+	sf, err := st.Steps(ctx, "afull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := st.Steps(ctx, "aresumed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sf) != cfg.Steps || len(sr) != cfg.Steps {
+		t.Fatalf("%d and %d steps", len(sf), len(sr))
+	}
+	var fractions []float64
+	for i := range sf {
+		fractions = append(fractions, sf[i].Metrics.AnchorFraction)
+		if sf[i].Metrics.AnchorFraction != sr[i].Metrics.AnchorFraction {
+			t.Errorf("step %d: fraction %v uninterrupted, %v resumed", i, sf[i].Metrics.AnchorFraction, sr[i].Metrics.AnchorFraction)
+		}
+	}
+	t.Logf("fractions %v", fractions)
+	if fractions[cfg.Steps-1] == fractions[0] {
+		t.Error("the controller never moved the fraction: the test does not exercise the resumed controller")
+	}
+}

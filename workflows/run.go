@@ -170,6 +170,12 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 				r.st.HeldOut = &HeldOut{Version: res.Step, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
 			}
 		}
+		if a := cfg.Anchors.Adaptive; a.Enabled() && res.Step > 0 && res.Denoise.Calibrated &&
+			workflow.GetVersion(ctx, changeAdaptiveAnchors, workflow.DefaultVersion, 1) >= 1 {
+			// The fraction the old run's last step used, moved by that
+			// step's ρ as the old run would have moved it.
+			r.st.AnchorFraction = anchors.Adapt(r.st.AnchorFraction, res.Rho, a.Controller())
+		}
 	}
 	if r.st == nil {
 		var created activities.CreateRunResponse

@@ -96,7 +96,9 @@ const (
 	changeActiveAnchors = "active-anchors"
 	// changeAdaptiveAnchors (version 1, asked only in runs with
 	// anchors.adaptive set): after a step whose denoiser is calibrated,
-	// the run moves its anchor fraction by anchors.Adapt.
+	// the run moves its anchor fraction by anchors.Adapt; a resumed run
+	// moves the fraction of the old run's last step by that step's ρ, as
+	// the old run would have.
 	changeAdaptiveAnchors = "adaptive-anchors"
 )
 
