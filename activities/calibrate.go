@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/wmrl/wmrl/internal/debias"
@@ -15,9 +16,13 @@ type RecordAnchorsRequest struct {
 	RunID  string `json:"run_id"`
 	Step   int    `json:"step"`
 	Groups []int  `json:"groups"`
+	// Weights are the groups' weights under active anchor selection
+	// (Weights[i] of Groups[i]), stored with their pairs; empty for all 1.
+	Weights []float64 `json:"weights,omitempty"`
 }
 
-// Validate checks the request: groups ascending, without repeats.
+// Validate checks the request: groups ascending, without repeats; weights,
+// when given, one per group, finite and positive.
 func (r RecordAnchorsRequest) Validate() error {
 	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
 		return err
@@ -27,7 +32,33 @@ func (r RecordAnchorsRequest) Validate() error {
 			return fmt.Errorf("groups %v: want ascending non-negative group indices", r.Groups)
 		}
 	}
+	return checkWeights(r.Weights, len(r.Groups))
+}
+
+// checkWeights checks anchor weights: none, or one per group, each finite
+// and positive.
+func checkWeights(w []float64, groups int) error {
+	if len(w) == 0 {
+		return nil
+	}
+	if len(w) != groups {
+		return fmt.Errorf("weights: %d for %d anchor groups", len(w), groups)
+	}
+	for i, v := range w {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+			return fmt.Errorf("weights: %v of group %d is not finite and positive", v, i)
+		}
+	}
 	return nil
+}
+
+// weight returns the weight of the i-th anchor group, 1 without weights.
+func (r RecordAnchorsRequest) weight(g int) float64 {
+	if len(r.Weights) == 0 {
+		return 1
+	}
+	i, _ := slices.BinarySearch(r.Groups, g)
+	return r.Weights[i]
 }
 
 // RecordAnchorsResponse counts the anchor pairs of the step.
@@ -74,7 +105,7 @@ func (a *Activities) RecordAnchors(ctx context.Context, req RecordAnchorsRequest
 		if t.WMScore == nil {
 			continue // the anchor mode: no world model, no pair
 		}
-		pairs = append(pairs, store.AnchorPair{Key: t.Key, WM: *t.WMScore, Env: t.Exec.Score})
+		pairs = append(pairs, store.AnchorPair{Key: t.Key, WM: *t.WMScore, Env: t.Exec.Score, Weight: req.weight(t.Group)})
 	}
 	n, err := a.Store.RecordAnchorPairs(ctx, pairs)
 	if err != nil {
@@ -112,8 +143,9 @@ type CalibrationSummary struct {
 	BiasAfter  float64 `json:"bias_after"`
 }
 
-// Calibrate fits f̂ on the window of anchor pairs of steps 0..s and stores
-// it as the step's map. The fit is deterministic, so a retry stores the same
+// Calibrate fits f̂ on the window of anchor pairs of steps 0..s, each
+// weighted by its stored weight (1 but under active anchor selection), and
+// stores it as the step's map. The fit is deterministic, so a retry stores the same
 // map.
 func (a *Activities) Calibrate(ctx context.Context, req CalibrateRequest) (CalibrationSummary, error) {
 	if err := req.Validate(); err != nil {

@@ -20,6 +20,9 @@ type FuseRequest struct {
 	Mode  mode.Mode `json:"mode"`
 	// Anchors are the step's anchor groups, ascending (empty in grpo and wm).
 	Anchors []int `json:"anchors"`
+	// AnchorWeights are the anchor groups' weights under active anchor
+	// selection (AnchorWeights[i] of Anchors[i]); empty for all 1.
+	AnchorWeights []float64 `json:"anchor_weights,omitempty"`
 	// Denoise is the denoiser's state before the step.
 	Denoise       denoise.State    `json:"denoise"`
 	DenoiseConfig denoise.Config   `json:"denoise_config"`
@@ -28,7 +31,7 @@ type FuseRequest struct {
 
 // Validate checks the request.
 func (r FuseRequest) Validate() error {
-	if err := (RecordAnchorsRequest{RunID: r.RunID, Step: r.Step, Groups: r.Anchors}).Validate(); err != nil {
+	if err := (RecordAnchorsRequest{RunID: r.RunID, Step: r.Step, Groups: r.Anchors, Weights: r.AnchorWeights}).Validate(); err != nil {
 		return err
 	}
 	if err := r.Mode.Validate(); err != nil {
@@ -59,8 +62,8 @@ type FuseStats = fusion.Stats
 // Fuse computes the step's rewards per mode (r_env for executed trajectories
 // in grpo and in anchor groups, r_wm otherwise, through the step's map when
 // the mode debiases; in the anchor mode the other groups are left out),
-// pushes each anchor group's s² into the denoiser when
-// the mode denoises, takes ρ, the GRPO advantages and the per-trajectory
+// pushes each anchor group's s² into the denoiser, with the group's weight
+// under active anchor selection (AnchorWeights), when the mode denoises, takes ρ, the GRPO advantages and the per-trajectory
 // weights (fusion.Step), stores the batch and the denoiser's state, and
 // returns the new state. It is deterministic, so a retry stores the same
 // values.
@@ -83,7 +86,12 @@ func (a *Activities) Fuse(ctx context.Context, req FuseRequest) (FuseResponse, e
 		}
 		m = c.Map
 	}
-	batch, st, stats := fusion.Step(trajectoriesOf(ts), req.Mode, req.Anchors, m, req.Denoise, req.DenoiseConfig, req.Advantage)
+	var weights []float64 // nil: all 1
+	if len(req.AnchorWeights) > 0 {
+		weights = req.AnchorWeights
+	}
+	batch, st, stats := fusion.StepWeighted(trajectoriesOf(ts), req.Mode, req.Anchors, weights, m, req.Denoise,
+		req.DenoiseConfig, req.Advantage)
 	batch.Run, batch.Step = req.RunID, req.Step
 	if err := writeJSON(a.batchPath(req.RunID, req.Step), batch); err != nil {
 		return FuseResponse{}, fmt.Errorf("write batch: %w", err)

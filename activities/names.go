@@ -23,11 +23,14 @@ const (
 	NameCalibrate        = "Calibrate"
 	NameFuse             = "Fuse"
 	NameCalibrateAndFuse = "CalibrateAndFuse"
-	NameUpdate           = "Update"
-	NameHeldOutTasks     = "HeldOutTasks"
-	NameEvaluate         = "Evaluate"
-	NameHeldOutScore     = "HeldOutScore"
-	NamePreflight        = "Preflight"
+	// NameAnchorUncertainty runs as a local activity of a step with active
+	// anchor selection.
+	NameAnchorUncertainty = "AnchorUncertainty"
+	NameUpdate            = "Update"
+	NameHeldOutTasks      = "HeldOutTasks"
+	NameEvaluate          = "Evaluate"
+	NameHeldOutScore      = "HeldOutScore"
+	NamePreflight         = "Preflight"
 	// NamePreflightBackends is scheduled on the rollout, gpu and
 	// worldmodel queues.
 	NamePreflightBackends = "PreflightBackends"
@@ -43,7 +46,8 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
 		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
-		NameGraderCapacity: a.GraderCapacity,
+		NameGraderCapacity:    a.GraderCapacity,
+		NameAnchorUncertainty: a.AnchorUncertainty,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -39,7 +39,17 @@ type fake struct {
 	// emptyEval makes HeldOutScore report no evaluated task; failEval makes
 	// Evaluate fail as a sandbox error.
 	emptyEval, failEval bool
+	// records are the RecordAnchors requests CalibrateAndFuse got;
+	// fractions the anchor fraction of each finished step.
+	records   []activities.RecordAnchorsRequest
+	fractions []float64
+	// calibrateAt > 0 marks the denoiser calibrated once it has pushed
+	// that many groups.
+	calibrateAt int
 }
+
+// uncertaintyOf is the fake AnchorUncertainty's answer for group g.
+func uncertaintyOf(g int) float64 { return 0.1 * float64(1+g%3) }
 
 func (f *fake) count(name string) {
 	f.mu.Lock()
@@ -75,7 +85,22 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 	env.OnActivity(a.StartStep, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.StepRequest) error { f.count("StartStep"); return nil }).Maybe()
 	env.OnActivity(a.FinishStep, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, r activities.FinishStepRequest) error { f.count("FinishStep"); return nil }).Maybe()
+		func(_ context.Context, r activities.FinishStepRequest) error {
+			f.count("FinishStep")
+			f.mu.Lock()
+			f.fractions = append(f.fractions, r.Metrics.AnchorFraction)
+			f.mu.Unlock()
+			return nil
+		}).Maybe()
+	env.OnActivity(a.AnchorUncertainty, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.AnchorUncertaintyRequest) (activities.AnchorUncertaintyResponse, error) {
+			f.count("AnchorUncertainty")
+			res := activities.AnchorUncertaintyResponse{Tasks: make([]int, r.Groups), Uncertainty: make([]float64, r.Groups)}
+			for g := range r.Groups {
+				res.Tasks[g], res.Uncertainty[g] = g, uncertaintyOf(g)
+			}
+			return res, nil
+		}).Maybe()
 	env.OnActivity(a.Generate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.GenerateRequest) (activities.GenerateResponse, error) {
 			f.count("Generate")
@@ -132,6 +157,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			var res activities.CalibrateAndFuseResponse
 			if r.Record != nil {
 				f.count("RecordAnchors")
+				f.mu.Lock()
+				f.records = append(f.records, *r.Record)
+				f.mu.Unlock()
 			}
 			if r.Calibrate != nil {
 				f.count("Calibrate")
@@ -144,6 +172,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.mu.Unlock()
 			st := r.Fuse.Denoise
 			st.Groups += len(r.Fuse.Anchors)
+			if f.calibrateAt > 0 && st.Groups >= f.calibrateAt {
+				st.Calibrated = true
+			}
 			res.Fuse = activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
 				Stats: activities.FuseStats{Trajectories: 16, Graded: 16 - ungraded, Ungraded: ungraded}}
 			return res, nil

@@ -51,13 +51,19 @@ func dialTemporal(t *testing.T) client.Client {
 		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
 	}
 	conn.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: testNamespace, Logger: quietLogger()})
+	ns := testNamespace
+	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
+		// Another namespace keeps this process's workers apart from those
+		// of other checkouts testing on the same server.
+		ns = v
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial temporal at %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := namespace.Ensure(ctx, c, testNamespace, 24*time.Hour, SearchAttributes()); err != nil {
+	if err := namespace.Ensure(ctx, c, ns, 24*time.Hour, SearchAttributes()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)

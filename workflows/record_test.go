@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
@@ -128,4 +129,60 @@ func waitStatus(t *testing.T, c client.Client, id string, ok func(Status) bool) 
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("run %s: status condition not reached in 3 minutes", id)
+}
+
+// TestRecordActiveAnchorHistories writes the histories of a wmrl run with
+// active anchor selection and the adaptive anchor fraction on (its two
+// segments and its step 0: testdata/<prefix>run_wmrl_active.json, ...), so
+// that TestReplay guards those paths too. Like TestRecordHistories it runs
+// only with WMRL_RECORD_HISTORIES=1 against a real server.
+func TestRecordActiveAnchorHistories(t *testing.T) {
+	if os.Getenv("WMRL_RECORD_HISTORIES") != "1" {
+		t.Skip("set WMRL_RECORD_HISTORIES=1 to record testdata/ histories")
+	}
+	prefix := os.Getenv("WMRL_RECORD_PREFIX")
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Groups = 8 // two anchor groups a step: the denoiser is calibrated after step 0
+	cfg.Steps, cfg.ContinueAsNewEvery, cfg.Eval.Every, cfg.Eval.Tasks = 3, 2, 2, 1
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.2, Floor: 0.125, Ceiling: 0.5, Gain: 0.2}
+	id := fmt.Sprintf("rec-active-%d", time.Now().UnixNano())
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: id, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := st.AnchorPairs(ctx, id, cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weighted := 0
+	for _, p := range pairs {
+		if p.Weight != 0 {
+			weighted++
+		}
+	}
+	t.Logf("%d steps, %d anchor pairs, %d of them weighted (weight ≠ 1)", res.Steps, len(pairs), weighted)
+	if weighted == 0 {
+		t.Error("no anchor pair has a weight other than 1: active selection left no trace")
+	}
+	record(t, c, id, we.GetRunID(), "testdata/"+prefix+"run_wmrl_active.json")
+	record(t, c, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/"+prefix+"run_wmrl_active_continued.json")
+	record(t, c, StepWorkflowID(id, 0), "", "testdata/"+prefix+"step_wmrl_active.json")
 }

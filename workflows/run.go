@@ -170,6 +170,12 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 				r.st.HeldOut = &HeldOut{Version: res.Step, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
 			}
 		}
+		if a := cfg.Anchors.Adaptive; a.Enabled() && res.Step > 0 && res.Denoise.Calibrated &&
+			workflow.GetVersion(ctx, changeAdaptiveAnchors, workflow.DefaultVersion, 1) >= 1 {
+			// The fraction the old run's last step used, moved by that
+			// step's ρ as the old run would have moved it.
+			r.st.AnchorFraction = anchors.Adapt(r.st.AnchorFraction, res.Rho, a.Controller())
+		}
 	}
 	if r.st == nil {
 		var created activities.CreateRunResponse
@@ -332,6 +338,14 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	}
 	st.Tracker.Add(cfg.Groups, len(res.Anchors))
 	st.Checkpoint, st.Denoise, st.Rho = res.Checkpoint, res.Denoise, res.Rho
+	if a := cfg.Anchors.Adaptive; a.Enabled() && res.Denoise.Calibrated &&
+		workflow.GetVersion(ctx, changeAdaptiveAnchors, workflow.DefaultVersion, 1) >= 1 {
+		// ρ is 1 by definition until the denoiser is calibrated: the
+		// controller acts from then on. Its state is the fraction itself,
+		// carried in RunState across continue-as-new; a fraction set by
+		// set-anchor-fraction is where it goes on from.
+		st.AnchorFraction = anchors.Adapt(st.AnchorFraction, res.Rho, a.Controller())
+	}
 	st.Last = &StepSummary{Step: res.Step, Anchors: res.Anchors, Metrics: res.Metrics}
 	if res.Calibration != nil {
 		st.Calibration = res.Calibration

@@ -40,6 +40,9 @@ type StepResult struct {
 	Rho     float64       `json:"rho"`
 	// Anchors are the step's anchor groups (ascending; empty in grpo and wm).
 	Anchors []int `json:"anchors"`
+	// AnchorWeights are the anchor groups' weights under active anchor
+	// selection (AnchorWeights[i] of Anchors[i]); absent otherwise.
+	AnchorWeights []float64 `json:"anchor_weights,omitempty"`
 	// Calibration is the step's map summary when the mode debiases.
 	Calibration *activities.CalibrationSummary `json:"calibration,omitempty"`
 	Metrics     activities.StepMetrics         `json:"metrics"`
@@ -89,6 +92,18 @@ const (
 	// anchor groups are also capped by the grader's capacity, asked at
 	// the step's start (activity GraderCapacity on the sandbox queue).
 	changeGraderCapacity = "grader-capacity"
+	// changeActiveAnchors (version 1, asked only in runs with
+	// anchors.active enabled): the step asks AnchorUncertainty (a local
+	// activity) for each group's uncertainty and chooses its anchor groups
+	// by anchors.SelectActive, whose weights go with the anchor pairs and
+	// the denoiser's s².
+	changeActiveAnchors = "active-anchors"
+	// changeAdaptiveAnchors (version 1, asked only in runs with
+	// anchors.adaptive set): after a step whose denoiser is calibrated,
+	// the run moves its anchor fraction by anchors.Adapt; a resumed run
+	// moves the fraction of the old run's last step by that step's ρ, as
+	// the old run would have.
+	changeAdaptiveAnchors = "adaptive-anchors"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
@@ -187,6 +202,10 @@ func (s *stepRun) generate(ctx workflow.Context) error {
 }
 
 func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
+	if s.pc.Anchors && s.cfg.Anchors.Active.Enabled &&
+		workflow.GetVersion(ctx, changeActiveAnchors, workflow.DefaultVersion, 1) >= 1 {
+		return s.chooseActiveAnchors(ctx)
+	}
 	if s.pc.Anchors {
 		free, err := s.freeCapacity(ctx)
 		if err != nil {
@@ -198,6 +217,35 @@ func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
 		}
 		s.res.Anchors = a
 	}
+	s.res.Metrics.AnchorGroups = len(s.res.Anchors)
+	s.res.Metrics.AnchorFraction = s.in.AnchorFraction
+	return nil
+}
+
+// chooseActiveAnchors chooses the anchor groups by active selection
+// (changeActiveAnchors): the groups' uncertainties come from the
+// AnchorUncertainty local activity, recorded in the history, and the choice
+// is anchors.SelectActive of them, a pure function of (seed, step, inputs).
+func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
+	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
+		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
+	var u activities.AnchorUncertaintyResponse
+	if err := workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
+		return fmt.Errorf("anchor uncertainty: %w", err)
+	}
+	if len(u.Uncertainty) != s.cfg.Groups {
+		return invalidInput(fmt.Errorf("anchor uncertainty: %d values for %d groups", len(u.Uncertainty), s.cfg.Groups))
+	}
+	free, err := s.freeCapacity(ctx)
+	if err != nil {
+		return err
+	}
+	sel, err := anchors.SelectActive(s.cfg.Seed, s.in.Step, u.Uncertainty, s.in.AnchorFraction, s.cfg.Anchors.Min,
+		free, s.cfg.Anchors.Active.Selection())
+	if err != nil {
+		return invalidInput(err)
+	}
+	s.res.Anchors, s.res.AnchorWeights = sel.Groups, sel.Weights
 	s.res.Metrics.AnchorGroups = len(s.res.Anchors)
 	s.res.Metrics.AnchorFraction = s.in.AnchorFraction
 	return nil
@@ -408,14 +456,15 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	ctl := withControl(ctx)
 	var record *activities.RecordAnchorsRequest
 	if len(s.res.Anchors) > 0 {
-		record = &activities.RecordAnchorsRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.res.Anchors}
+		record = &activities.RecordAnchorsRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.res.Anchors,
+			Weights: s.res.AnchorWeights}
 	}
 	var calibrate *activities.CalibrateRequest
 	if s.pc.Debias {
 		calibrate = &activities.CalibrateRequest{RunID: s.in.RunID, Step: s.in.Step, Debias: s.cfg.DebiasConfig()}
 	}
 	fuse := activities.FuseRequest{RunID: s.in.RunID, Step: s.in.Step, Mode: s.cfg.Mode, Anchors: s.res.Anchors,
-		Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
+		AnchorWeights: s.res.AnchorWeights, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
 	var fused activities.FuseResponse
 	if s.version >= 1 {
 		var r activities.CalibrateAndFuseResponse

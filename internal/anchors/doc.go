@@ -11,6 +11,15 @@
 // Because the ranking does not depend on k, a smaller k always chooses a
 // subset of what a larger k would choose at the same step.
 //
+// Active selection (SelectActive, off by default) keeps the count k but
+// chooses the groups with probabilities π_g that grow with the world
+// model's uncertainty about each group (Uncertainty: the root-mean-square
+// past residual of the group's task, shrunk toward the run's), drawn by
+// systematic sampling so that each group is an anchor with probability
+// exactly π_g; each anchor group carries the weight (k/G)/π_g, with which
+// the calibration and the noise estimates stay unbiased for all groups.
+// Adapt is the controller that moves the anchor fraction toward a target ρ.
+//
 // Tracker accumulates the realised anchor fraction of a run, which can
 // differ from the requested one through rounding, the floor and the
 // capacity cap.

@@ -69,17 +69,19 @@ func Bias(pairs []Pair, m isotonic.Map) (before, after float64, ok bool) {
 	return math.Sqrt(sb / float64(n)), math.Sqrt(sa / float64(n)), true
 }
 
-// MeanBias returns the plain mean of x - Env over all pairs, with x = WM
-// (before) or m.Apply(WM) (after). ok is false when pairs is empty.
+// MeanBias returns the mean of x - Env over all pairs, weighted by the
+// pairs' weights (a plain mean when none has one), with x = WM (before) or
+// m.Apply(WM) (after). ok is false when pairs is empty.
 func MeanBias(pairs []Pair, m isotonic.Map) (before, after float64, ok bool) {
 	if len(pairs) == 0 {
 		return 0, 0, false
 	}
-	var sb, sa float64
+	var sb, sa, n float64
 	for _, p := range pairs {
-		sb += p.WM - p.Env
-		sa += m.Apply(p.WM) - p.Env
+		w := p.W()
+		sb += w * (p.WM - p.Env)
+		sa += w * (m.Apply(p.WM) - p.Env)
+		n += w
 	}
-	n := float64(len(pairs))
 	return sb / n, sa / n, true
 }

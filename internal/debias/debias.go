@@ -20,6 +20,19 @@ type Pair struct {
 	WM    float64 `json:"wm"`
 	Env   float64 `json:"env"`
 	Group string  `json:"group,omitempty"`
+	// Weight is the pair's weight in the fit and the mean bias: 1/π of its
+	// group under active anchor selection (internal/anchors), scaled so that
+	// uniform selection gives 1. 0 means 1, so pairs without a weight fit
+	// as they always did.
+	Weight float64 `json:"weight,omitempty"`
+}
+
+// W returns the pair's weight, 1 when Weight is 0.
+func (p Pair) W() float64 {
+	if p.Weight == 0 {
+		return 1
+	}
+	return p.Weight
 }
 
 // Config says how the map is fitted. It is also the debias section of a
@@ -77,7 +90,8 @@ func (c Config) Windowed(pairs []Pair) []Pair {
 
 // Fit returns the calibration map for pairs under cfg: the identity (no
 // knots) while the window holds fewer than MinPairs pairs (or none), else the
-// isotonic fit of Env on WM over the window. Pairs must hold finite scores.
+// isotonic fit of Env on WM over the window, each pair weighted by its
+// Weight (all 1 when no pair has one). Pairs must hold finite scores.
 func Fit(pairs []Pair, cfg Config) (isotonic.Map, error) {
 	if err := cfg.Validate(); err != nil {
 		return isotonic.Map{}, fmt.Errorf("debias config: %w", err)
@@ -88,17 +102,27 @@ func Fit(pairs []Pair, cfg Config) (isotonic.Map, error) {
 	}
 	x := make([]float64, len(w))
 	y := make([]float64, len(w))
+	var wt []float64 // nil: unit weights, the fit of pairs without weights
 	for i, p := range w {
 		x[i], y[i] = p.WM, p.Env
+		if p.W() != 1 && wt == nil {
+			wt = make([]float64, len(w))
+			for j := range i {
+				wt[j] = w[j].W()
+			}
+		}
+		if wt != nil {
+			wt[i] = p.W()
+		}
 	}
 	var (
 		m   isotonic.Map
 		err error
 	)
 	if cfg.Method == MethodBinned {
-		m, err = isotonic.FitBinned(x, y, cfg.Bins)
+		m, err = isotonic.FitBinnedWeighted(x, y, wt, cfg.Bins)
 	} else {
-		m, err = isotonic.Fit(x, y, nil)
+		m, err = isotonic.Fit(x, y, wt)
 	}
 	if err != nil {
 		return isotonic.Map{}, fmt.Errorf("fit %s: %w", cfg.Method, err)
@@ -113,6 +137,9 @@ func checkPair(p Pair) error {
 	}
 	if math.IsNaN(p.Env) || math.IsInf(p.Env, 0) {
 		return fmt.Errorf("env score %v is not finite", p.Env)
+	}
+	if math.IsNaN(p.Weight) || math.IsInf(p.Weight, 0) || p.Weight < 0 {
+		return fmt.Errorf("weight %v is not finite and at least 0", p.Weight)
 	}
 	return nil
 }

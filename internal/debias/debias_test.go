@@ -458,3 +458,47 @@ func TestCalibrationReducesWithinGroupBias(t *testing.T) {
 		}
 	}
 }
+
+// TestFitWeighted: a pair of weight 2 fits like the same pair twice, for
+// both methods, and the mean bias weighs it the same way.
+func TestFitWeighted(t *testing.T) {
+	weighted := []Pair{{WM: 0.1, Env: 0.3}, {WM: 0.4, Env: 0.2, Weight: 2}, {WM: 0.7, Env: 0.9}, {WM: 0.9, Env: 0.6, Weight: 3}}
+	var copies []Pair
+	for _, p := range weighted {
+		for range int(p.W()) {
+			copies = append(copies, Pair{WM: p.WM, Env: p.Env})
+		}
+	}
+	for _, method := range []string{MethodPAVA, MethodBinned} {
+		cfg := Config{Method: method, Bins: 4, MinPairs: 1}
+		a, err := Fit(weighted, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Fit(copies, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []float64{0, 0.1, 0.3, 0.4, 0.55, 0.7, 0.8, 0.9, 1} {
+			if math.Abs(a.Apply(v)-b.Apply(v)) > 1e-12 {
+				t.Errorf("%s: f(%v) = %v weighted, %v with copies", method, v, a.Apply(v), b.Apply(v))
+			}
+		}
+		wb, wa, _ := MeanBias(weighted, a)
+		cb, ca, _ := MeanBias(copies, b)
+		if math.Abs(wb-cb) > 1e-12 || math.Abs(wa-ca) > 1e-12 {
+			t.Errorf("%s: mean bias %v, %v weighted; %v, %v with copies", method, wb, wa, cb, ca)
+		}
+	}
+	// Unit weights written out fit as no weights.
+	unit := []Pair{{WM: 0.2, Env: 0.5, Weight: 1}, {WM: 0.6, Env: 0.1, Weight: 1}}
+	a, _ := Fit(unit, Config{Method: MethodPAVA, Bins: 1, MinPairs: 1})
+	b, _ := Fit([]Pair{{WM: 0.2, Env: 0.5}, {WM: 0.6, Env: 0.1}}, Config{Method: MethodPAVA, Bins: 1, MinPairs: 1})
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("explicit unit weights: %+v, none: %+v", a, b)
+	}
+	d, _ := New(Default())
+	if err := d.Add(Pair{WM: 0.5, Env: 0.5, Weight: -1}); err == nil {
+		t.Error("a negative weight was accepted")
+	}
+}

@@ -161,6 +161,55 @@ func (s *State) Observe(cfg Config, d, y []float64) bool {
 	return ok
 }
 
+// PushWeighted adds the s² of a group of weight w > 0 (1/π of an anchor
+// group chosen by active selection, scaled so that uniform selection gives
+// 1): the group counts as w groups of the same s², so the moving average
+// moves by α_w = 1 − (1−α)^w instead of α,
+//
+//	η̂² ← (1−α)^w·η̂² + (1 − (1−α)^w)·s²,
+//
+// which is Push when w = 1 and, for an integer w, Push of s² w times. The
+// average is then a discounted weighted mean of the pushed s², each
+// weighted by its w: over the groups of a step, a ratio estimate of the
+// mean s² of all the step's groups, not of the anchors chosen more often.
+// The warm-up still counts groups. It panics on a weight that is not
+// finite and positive, and as Push does.
+func (s *State) PushWeighted(cfg Config, s2, w float64) {
+	if !finite(w) || w <= 0 {
+		panic(fmt.Sprintf("denoise: PushWeighted weight %v: must be finite and positive", w))
+	}
+	if w == 1 {
+		s.Push(cfg, s2)
+		return
+	}
+	if err := cfg.Validate(); err != nil {
+		panic("denoise: Push with invalid config: " + err.Error())
+	}
+	if !finite(s2) || s2 < 0 {
+		panic(fmt.Sprintf("denoise: Push(%v): s² must be finite and non-negative", s2))
+	}
+	if s.Groups == 0 {
+		s.Eta2 = s2
+	} else {
+		keep := math.Exp(w * math.Log1p(-cfg.Alpha()))
+		s.Eta2 = keep*s.Eta2 + (1-keep)*s2
+	}
+	s.Groups++
+	if !s.Calibrated && s.Groups >= cfg.WarmUp {
+		s.Eta2Cal = s.Eta2
+		s.Calibrated = true
+	}
+}
+
+// ObserveWeighted is Observe for a group of weight w (PushWeighted).
+func (s *State) ObserveWeighted(cfg Config, d, y []float64, w float64) bool {
+	s2, ok := GroupS2(d, y)
+	if ok {
+		s.PushWeighted(cfg, s2, w)
+	}
+	return ok
+}
+
 // Rho returns the anchor weight ρ: exactly 1 before warm-up, then
 // 1 + η̂²/max(η̂²_cal, cfg.Eta2Floor, CalFloor), capped at cfg.RhoMax when
 // that is set. It is never below 1. The state keeps η̂²_cal as measured; the

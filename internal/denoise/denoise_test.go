@@ -450,3 +450,49 @@ func TestRhoNoisyFromStart(t *testing.T) {
 		t.Errorf("rho = %v for a world model noisy from the start, want about 2", got)
 	}
 }
+
+// TestPushWeighted: weight 1 is Push; an integer weight w is Push w times
+// (up to rounding) except for the group count; a heavy group moves η̂² more.
+func TestPushWeighted(t *testing.T) {
+	cfg := Config{HalfLife: 4, WarmUp: 3}
+	var a, b State
+	for _, s2 := range []float64{0.5, 0.2, 0.9, 0.1} {
+		a.Push(cfg, s2)
+		b.PushWeighted(cfg, s2, 1)
+	}
+	if a != b {
+		t.Errorf("weight 1: %+v, Push %+v", b, a)
+	}
+	var w, c State
+	w.Push(cfg, 0.5)
+	c.Push(cfg, 0.5)
+	w.PushWeighted(cfg, 0.1, 3)
+	for range 3 {
+		c.Push(cfg, 0.1)
+	}
+	if math.Abs(w.Eta2-c.Eta2) > 1e-12 {
+		t.Errorf("weight 3: η̂² %v, three pushes %v", w.Eta2, c.Eta2)
+	}
+	if w.Groups != 2 {
+		t.Errorf("weight 3: %d groups, want 2 (the warm-up counts groups)", w.Groups)
+	}
+	var light, heavy State
+	light.Push(cfg, 0.5)
+	heavy.Push(cfg, 0.5)
+	light.PushWeighted(cfg, 0.1, 0.5)
+	heavy.PushWeighted(cfg, 0.1, 2)
+	if !(heavy.Eta2 < light.Eta2 && light.Eta2 < 0.5) {
+		t.Errorf("η̂² after a light group %v, a heavy one %v: want heavy < light < 0.5", light.Eta2, heavy.Eta2)
+	}
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("PushWeighted weight %v did not panic", bad)
+				}
+			}()
+			var s State
+			s.PushWeighted(cfg, 0.1, bad)
+		}()
+	}
+}

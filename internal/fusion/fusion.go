@@ -81,6 +81,26 @@ type Batch struct {
 // groups' advantages and weights are then those of GRPO on them alone.
 func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoise.State,
 	dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
+	return StepWeighted(ts, md, anchors, nil, m, st, dcfg, acfg)
+}
+
+// StepWeighted is Step with the anchor groups' weights (weights[i] of
+// anchors[i]; nil for all 1), as active anchor selection gives them: each
+// anchor group's s² enters the denoiser with its weight
+// (denoise.State.PushWeighted). The rewards, advantages and gradient
+// weights do not depend on them. It panics when weights is neither nil nor
+// as long as anchors.
+func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float64, m isotonic.Map, st denoise.State,
+	dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
+	if weights != nil && len(weights) != len(anchors) {
+		panic(fmt.Sprintf("fusion: %d anchor weights for %d anchor groups", len(weights), len(anchors)))
+	}
+	weightOf := func(g int) float64 {
+		if i, ok := slices.BinarySearch(anchors, g); ok && weights != nil {
+			return weights[i]
+		}
+		return 1
+	}
 	pc := md.Pieces()
 	isAnchor := func(g int) bool {
 		_, ok := slices.BinarySearch(anchors, g)
@@ -162,7 +182,7 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 					y = append(y, *t.Env)
 				}
 			}
-			if len(d) >= 2 && st.Observe(dcfg, d, y) {
+			if len(d) >= 2 && st.ObserveWeighted(dcfg, d, y, weightOf(g.group)) {
 				stats.S2Groups++
 			}
 		}

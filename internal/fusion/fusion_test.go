@@ -278,3 +278,43 @@ func TestExamples(t *testing.T) {
 		}
 	})
 }
+
+// TestStepWeighted: nil weights are Step; weights move only the denoiser,
+// each anchor group pushed with its own weight.
+func TestStepWeighted(t *testing.T) {
+	traj := func(g, s int, wm, env float64) Trajectory {
+		return Trajectory{Group: g, Sample: s, TaskID: "t", Program: "p", WM: fp(wm), Env: fp(env)}
+	}
+	ts := []Trajectory{
+		traj(0, 0, 0.2, 0.6), traj(0, 1, 0.4, 0.9), traj(0, 2, 0.3, 0.5),
+		traj(1, 0, 0.1, 0.8), traj(1, 1, 0.5, 0.2), traj(1, 2, 0.9, 0.7),
+	}
+	dcfg := denoise.Config{HalfLife: 2, WarmUp: 5}
+	acfg := advantage.Default()
+	st := denoise.State{Eta2: 0.3, Groups: 2}
+	anchors := []int{0, 1}
+	b0, s0, x0 := Step(ts, mode.WMRL, anchors, isotonic.Map{}, st, dcfg, acfg)
+	b1, s1, x1 := StepWeighted(ts, mode.WMRL, anchors, nil, isotonic.Map{}, st, dcfg, acfg)
+	if !reflect.DeepEqual(b0, b1) || s0 != s1 || x0 != x1 {
+		t.Fatal("StepWeighted with nil weights differs from Step")
+	}
+	w := []float64{0.5, 2}
+	b2, s2, _ := StepWeighted(ts, mode.WMRL, anchors, w, isotonic.Map{}, st, dcfg, acfg)
+	want := st
+	for i, g := range anchors {
+		var d, y []float64
+		for _, tr := range ts[3*g : 3*g+3] {
+			d, y = append(d, *tr.WM), append(y, *tr.Env)
+		}
+		want.ObserveWeighted(dcfg, d, y, w[i])
+	}
+	if s2 != want {
+		t.Errorf("denoiser %+v, want %+v", s2, want)
+	}
+	if s2 == s0 {
+		t.Error("weights did not change the denoiser")
+	}
+	if !reflect.DeepEqual(b0.Items, b2.Items) {
+		t.Error("weights changed the batch's rewards or advantages")
+	}
+}

@@ -106,10 +106,17 @@ func checkInput(x, y, w []float64) error {
 // values outside are clamped into the end bins), each non-empty bin becomes one point at its mean x with the mean
 // y, weighted by its count, and the points are fitted by Fit.
 func FitBinned(x, y []float64, bins int) (Map, error) {
+	return FitBinnedWeighted(x, y, nil, bins)
+}
+
+// FitBinnedWeighted is FitBinned with weights: each bin's point is at the
+// weighted mean x with the weighted mean y, weighted by the bin's summed
+// weight. w may be nil for unit weights (FitBinned).
+func FitBinnedWeighted(x, y, w []float64, bins int) (Map, error) {
 	if bins < 1 {
 		return Map{}, fmt.Errorf("bins must be at least 1, got %d", bins)
 	}
-	if err := checkInput(x, y, nil); err != nil {
+	if err := checkInput(x, y, w); err != nil {
 		return Map{}, err
 	}
 	sx := make([]float64, bins)
@@ -117,9 +124,13 @@ func FitBinned(x, y []float64, bins int) (Map, error) {
 	cnt := make([]float64, bins)
 	for i, v := range x {
 		b := binOf(v, bins)
-		sx[b] += v
-		sy[b] += y[i]
-		cnt[b]++
+		wi := 1.0
+		if w != nil {
+			wi = w[i]
+		}
+		sx[b] += wi * v
+		sy[b] += wi * y[i]
+		cnt[b] += wi
 	}
 	es := make([]item[yw], 0, bins)
 	for b := range bins {

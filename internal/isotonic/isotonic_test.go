@@ -315,3 +315,32 @@ func TestBinOfMatchesNumpy(t *testing.T) {
 		t.Errorf("binOf(0.5, 1) = %d", got)
 	}
 }
+
+func TestFitBinnedWeighted(t *testing.T) {
+	x := []float64{0.05, 0.08, 0.55, 0.58}
+	y := []float64{0.1, 0.4, 0.6, 0.9}
+	// Unit weights are FitBinned.
+	a, err := FitBinned(x, y, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := FitBinnedWeighted(x, y, []float64{1, 1, 1, 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("unit weights: %+v, FitBinned %+v", b, a)
+	}
+	// Weight 3 on the second point: bin 0's mean y is (0.1 + 3·0.4)/4.
+	m, err := FitBinnedWeighted(x, y, []float64{1, 3, 1, 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantX := (0.05 + 3*0.08) / 4
+	if got := m.Apply(wantX); math.Abs(got-0.325) > 1e-12 {
+		t.Errorf("f(%v) = %v, want 0.325", wantX, got)
+	}
+	if _, err := FitBinnedWeighted(x, y, []float64{1, 0, 1, 1}, 2); err == nil {
+		t.Error("a zero weight was accepted")
+	}
+}

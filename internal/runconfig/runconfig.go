@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wmrl/wmrl/internal/advantage"
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/debias"
 	"github.com/wmrl/wmrl/internal/denoise"
@@ -83,6 +84,50 @@ type Anchors struct {
 	// (a /grade service's GET /health capacity, in executions, divided by
 	// the samples per group), asked at each step's start.
 	FromGrader bool `yaml:"from_grader" json:"from_grader,omitempty"`
+	// Active chooses the anchor groups with probabilities that grow with
+	// the world model's uncertainty about them and weights their pairs
+	// (internal/anchors.SelectActive). Off when not enabled; left out of
+	// the JSON then, so configurations written before it encode as they did.
+	Active ActiveAnchors `yaml:"active" json:"active,omitzero"`
+	// Adaptive moves the fraction between a floor and a ceiling to hold ρ
+	// at a target (internal/anchors.Adapt). Off when target_rho is 0; left
+	// out of the JSON then.
+	Adaptive AdaptiveAnchors `yaml:"adaptive" json:"adaptive,omitzero"`
+}
+
+// ActiveAnchors is the anchors.active section.
+type ActiveAnchors struct {
+	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
+	// Mix is λ in (0,1]: the share of the anchors spread in proportion to
+	// the uncertainty, the rest uniformly.
+	Mix float64 `yaml:"mix" json:"mix,omitempty"`
+	// Floor in [0,1] bounds each group's inclusion probability below by
+	// floor times the uniform one (k/G), so no weight exceeds 1/floor.
+	Floor float64 `yaml:"floor" json:"floor,omitempty"`
+}
+
+// AdaptiveAnchors is the anchors.adaptive section.
+type AdaptiveAnchors struct {
+	// TargetRho is the ρ to hold (at least 1); 0 turns the controller off.
+	TargetRho float64 `yaml:"target_rho" json:"target_rho,omitempty"`
+	// Floor and Ceiling bound the fraction the controller sets.
+	Floor   float64 `yaml:"floor" json:"floor,omitempty"`
+	Ceiling float64 `yaml:"ceiling" json:"ceiling,omitempty"`
+	// Gain is the change of the fraction per unit of ρ above the target.
+	Gain float64 `yaml:"gain" json:"gain,omitempty"`
+}
+
+// Enabled reports whether the controller is on.
+func (a AdaptiveAnchors) Enabled() bool { return a.TargetRho != 0 }
+
+// Controller returns the controller's settings.
+func (a AdaptiveAnchors) Controller() anchors.Adaptive {
+	return anchors.Adaptive{TargetRho: a.TargetRho, Floor: a.Floor, Ceiling: a.Ceiling, Gain: a.Gain}
+}
+
+// Selection returns the active selection's settings.
+func (a ActiveAnchors) Selection() anchors.Active {
+	return anchors.Active{Mix: a.Mix, Floor: a.Floor}
 }
 
 // Denoise configures Inverse-Variance Denoising: the fields of
@@ -571,6 +616,53 @@ func intIn(path string, v, lo, hi int) error {
 	return nil
 }
 
+// checkActive checks anchors.active: its fields are read only when it is
+// enabled, and then only in a mode that pairs world-model scores with real
+// ones (its uncertainty comes from those pairs).
+func (c Config) checkActive() error {
+	a := c.Anchors.Active
+	if !a.Enabled {
+		if a.Mix != 0 || a.Floor != 0 {
+			return bad("anchors.active.enabled", "must be true when mix or floor is set")
+		}
+		return nil
+	}
+	if pc := c.Mode.Pieces(); !pc.Anchors || !pc.WorldModel || pc.AnchorsOnly {
+		return bad("anchors.active.enabled", "mode %s has no anchor pairs to weigh (want wmrl, mix, debias or denoise)", c.Mode)
+	}
+	if !finite(a.Mix) || a.Mix <= 0 || a.Mix > 1 {
+		return bad("anchors.active.mix", "must be in (0,1], got %v", a.Mix)
+	}
+	if err := a.Selection().Validate(); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ": ")
+		return bad("anchors.active."+field, "%s", msg)
+	}
+	return nil
+}
+
+// checkAdaptive checks anchors.adaptive when target_rho is set: the
+// controller reads ρ, so the mode must denoise.
+func (c Config) checkAdaptive() error {
+	a := c.Anchors.Adaptive
+	if !a.Enabled() {
+		if a != (AdaptiveAnchors{}) {
+			return bad("anchors.adaptive.target_rho", "must be set (at least 1) when floor, ceiling or gain is")
+		}
+		return nil
+	}
+	if !c.Mode.Pieces().Denoise {
+		return bad("anchors.adaptive.target_rho", "mode %s has no ρ to hold (want wmrl or denoise)", c.Mode)
+	}
+	if err := a.Controller().Validate(); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ": ")
+		return bad("anchors.adaptive."+field, "%s", msg)
+	}
+	if a.Ceiling == 0 {
+		return bad("anchors.adaptive.ceiling", "must be above 0")
+	}
+	return nil
+}
+
 // Validate reports the first invalid field, by its path.
 func (c Config) Validate() error {
 	for _, check := range c.checks() {
@@ -627,6 +719,8 @@ func (c Config) checks() []func() error {
 			return intIn("anchors.min", c.Anchors.Min, 0, c.Groups)
 		},
 		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
+		c.checkActive,
+		c.checkAdaptive,
 	}
 	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate, []field[debias.Config]{
 		{"method", func(d *debias.Config, s debias.Config) { d.Method = s.Method }, nil},

@@ -114,6 +114,23 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Anchors.Fraction = -0.1 }, "anchors.fraction:"},
 		{func(c *Config) { c.Anchors.Min = c.Groups + 1 }, "anchors.min:"},
 		{func(c *Config) { c.Anchors.Capacity = -1 }, "anchors.capacity:"},
+		{func(c *Config) { c.Anchors.Active.Mix = 0.5 }, "anchors.active.enabled:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 0.5}; c.Mode = mode.GRPO }, "anchors.active.enabled:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 0.5}; c.Mode = mode.Anchor }, "anchors.active.enabled:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true} }, "anchors.active.mix:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1.5} }, "anchors.active.mix:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 2} }, "anchors.active.floor:"},
+		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1} }, "anchors.active.floor:"},
+		{func(c *Config) { c.Anchors.Adaptive.Gain = 0.1 }, "anchors.adaptive.target_rho:"},
+		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Mode = mode.Debias }, "anchors.adaptive.target_rho:"},
+		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.TargetRho = 0.5 }, "anchors.adaptive.target_rho:"},
+		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Floor = -0.1 }, "anchors.adaptive.floor:"},
+		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Ceiling = 0.01 }, "anchors.adaptive.ceiling:"},
+		{func(c *Config) {
+			c.Anchors.Adaptive = adaptive()
+			c.Anchors.Adaptive.Floor, c.Anchors.Adaptive.Ceiling = 0, 0
+		}, "anchors.adaptive.ceiling:"},
+		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.Gain = -1 }, "anchors.adaptive.gain:"},
 		{func(c *Config) { c.Debias.Method = "spline" }, "debias.method:"},
 		{func(c *Config) { c.Debias.Bins = 0 }, "debias.bins:"},
 		{func(c *Config) { c.Debias.MinPairs = -1 }, "debias.min_pairs:"},
@@ -422,5 +439,41 @@ func TestEta2FloorOldConfigs(t *testing.T) {
 	demo, _ := Preset("demo")
 	if demo.DenoiseConfig().Eta2Floor != denoise.DefaultEta2Floor {
 		t.Errorf("demo preset floor %v, want the default %v", demo.DenoiseConfig().Eta2Floor, denoise.DefaultEta2Floor)
+	}
+}
+
+func adaptive() AdaptiveAnchors {
+	return AdaptiveAnchors{TargetRho: 1.5, Floor: 0.05, Ceiling: 0.3, Gain: 0.05}
+}
+
+// TestAnchorsActiveAndAdaptive: the sections parse from YAML, validate, and
+// are left out of the JSON when off.
+func TestAnchorsActiveAndAdaptive(t *testing.T) {
+	c, err := Parse(Default(), []byte("anchors:\n  active:\n    enabled: true\n    mix: 0.5\n    floor: 0.25\n"+
+		"  adaptive:\n    target_rho: 1.5\n    floor: 0.05\n    ceiling: 0.3\n    gain: 0.05\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Anchors.Active != (ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}) || c.Anchors.Adaptive != adaptive() {
+		t.Errorf("parsed %+v", c.Anchors)
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"active":{"enabled":true,"mix":0.5,"floor":0.25}`) ||
+		!strings.Contains(string(raw), `"adaptive":{"target_rho":1.5,"floor":0.05,"ceiling":0.3,"gain":0.05}`) {
+		t.Errorf("JSON %s", raw)
+	}
+	raw, err = json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "active") || strings.Contains(string(raw), "adaptive") {
+		t.Errorf("off sections in the JSON: %s", raw)
+	}
+	_, err = Parse(Default(), []byte("anchors:\n  active:\n    enabled: true\n    mix: 3\n"))
+	if err == nil || !strings.Contains(err.Error(), "anchors.active.mix: line 4:") {
+		t.Errorf("bad mix: %v", err)
 	}
 }

@@ -18,30 +18,48 @@ type AnchorPair struct {
 	Key
 	WM  float64 `json:"wm"`
 	Env float64 `json:"env"`
+	// Weight is the pair's weight in the calibration (debias.Pair.Weight):
+	// 0 means 1, is stored as 1, and a stored 1 reads back as 0, so pairs
+	// of uniform selection read (and encode) as they did before weights.
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // Pair returns p as a calibration pair; its group names the step and group
-// ("3/7"), so that groups of different steps stay apart.
+// ("3/7"), so that groups of different steps stay apart. A weight of 1 is
+// left out (debias.Pair's 0).
 func (p AnchorPair) Pair() debias.Pair {
-	return debias.Pair{WM: p.WM, Env: p.Env, Group: fmt.Sprintf("%d/%d", p.Step, p.Group)}
+	d := debias.Pair{WM: p.WM, Env: p.Env, Group: fmt.Sprintf("%d/%d", p.Step, p.Group)}
+	if p.Weight != 1 {
+		d.Weight = p.Weight
+	}
+	return d
 }
 
 // RecordAnchorPairs stores anchor pairs and returns how many were new. A
-// pair stored before with the same scores is skipped; with different scores
-// it is an ErrConflict and nothing is stored. Each pair's trajectory must be
-// stored. Scores must be finite.
+// pair stored before with the same scores and weight is skipped; with
+// different ones it is an ErrConflict and nothing is stored. Each pair's
+// trajectory must be stored. Scores must be finite; a weight 0 means 1,
+// otherwise it must be finite and positive.
 func (s *Store) RecordAnchorPairs(ctx context.Context, pairs []AnchorPair) (int, error) {
 	if len(pairs) == 0 {
 		return 0, nil
 	}
 	keys, wm, env := make([]Key, len(pairs)), make([]float64, len(pairs)), make([]float64, len(pairs))
+	weight := make([]float64, len(pairs))
 	for i, p := range pairs {
 		if !finite(p.WM) || !finite(p.Env) {
 			return 0, fmt.Errorf("record anchor pairs: %s: non-finite score (wm %v, env %v)", p.Key, p.WM, p.Env)
 		}
-		keys[i], wm[i], env[i] = p.Key, p.WM, p.Env
+		if !finite(p.Weight) || p.Weight < 0 {
+			return 0, fmt.Errorf("record anchor pairs: %s: weight %v, want 0 (1) or a finite positive value", p.Key, p.Weight)
+		}
+		keys[i], wm[i], env[i], weight[i] = p.Key, p.WM, p.Env, p.Weight
+		if weight[i] == 0 {
+			weight[i] = 1
+		}
 	}
-	b, err := keyBatch("anchor_pairs", keys, []string{"wm", "env"}, []string{"float8", "float8"}, wm, env)
+	b, err := keyBatch("anchor_pairs", keys, []string{"wm", "env", "weight"}, []string{"float8", "float8", "float8"},
+		wm, env, weight)
 	if err != nil {
 		return 0, fmt.Errorf("record anchor pairs: %w", err)
 	}
@@ -72,8 +90,8 @@ func (s *Store) AnchorPairs(ctx context.Context, run string, upTo, window int) (
 	if window > 0 {
 		limit = window
 	}
-	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env FROM (
-			SELECT run_id, step, grp, sample, wm, env FROM anchor_pairs
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env, weight FROM (
+			SELECT run_id, step, grp, sample, wm, env, weight FROM anchor_pairs
 			WHERE run_id = $1 AND step <= $2
 			ORDER BY step DESC, grp DESC, sample DESC LIMIT $3) w
 		ORDER BY step, grp, sample`, run, upTo, limit)
@@ -90,7 +108,7 @@ func (s *Store) AnchorPairs(ctx context.Context, run string, upTo, window int) (
 // StepAnchorPairs returns the anchor pairs recorded at one step, in (group,
 // sample) order.
 func (s *Store) StepAnchorPairs(ctx context.Context, run string, step int) ([]AnchorPair, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env FROM anchor_pairs
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env, weight FROM anchor_pairs
 		WHERE run_id = $1 AND step = $2 ORDER BY grp, sample`, run, step)
 	if err != nil {
 		return nil, fmt.Errorf("step anchor pairs %s step %d: %w", run, step, err)
@@ -104,7 +122,10 @@ func (s *Store) StepAnchorPairs(ctx context.Context, run string, step int) ([]An
 
 func scanPair(r pgx.CollectableRow) (AnchorPair, error) {
 	var p AnchorPair
-	err := r.Scan(&p.Run, &p.Step, &p.Group, &p.Sample, &p.WM, &p.Env)
+	err := r.Scan(&p.Run, &p.Step, &p.Group, &p.Sample, &p.WM, &p.Env, &p.Weight)
+	if p.Weight == 1 {
+		p.Weight = 0
+	}
 	return p, err
 }
 

@@ -41,8 +41,8 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 				status, env_score, metric, position, detail, cpu_seconds, wall_seconds, created_at, executed_at
 			FROM trajectories WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
-		{"anchor pairs", `INSERT INTO anchor_pairs (run_id, step, grp, sample, wm, env, created_at)
-			SELECT $2, step, grp, sample, wm, env, created_at FROM anchor_pairs WHERE run_id = $1 AND step <= $3
+		{"anchor pairs", `INSERT INTO anchor_pairs (run_id, step, grp, sample, wm, env, weight, created_at)
+			SELECT $2, step, grp, sample, wm, env, weight, created_at FROM anchor_pairs WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
 		{"calibration maps", `INSERT INTO calibration_maps (run_id, step, knots, n_pairs, bias_before, bias_after, created_at)
 			SELECT $2, step, knots, n_pairs, bias_before, bias_after, created_at FROM calibration_maps

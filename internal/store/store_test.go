@@ -828,3 +828,48 @@ func TestTrajectoryCompletion(t *testing.T) {
 		t.Errorf("mismatched logprobs: %v", err)
 	}
 }
+
+func TestAnchorPairsWeight(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	r := newRun(t, s)
+	keys := []Key{{r.ID, 0, 0, 0}, {r.ID, 0, 1, 0}, {r.ID, 0, 2, 0}}
+	var sols []Solution
+	for _, k := range keys {
+		sols = append(sols, Solution{Key: k, TaskID: "t", Program: "p"})
+	}
+	if _, err := s.InsertTrajectories(ctx, sols); err != nil {
+		t.Fatal(err)
+	}
+	pairs := []AnchorPair{{Key: keys[0], WM: 0.1, Env: 0.2}, {Key: keys[1], WM: 0.3, Env: 0.4, Weight: 2.5},
+		{Key: keys[2], WM: 0.5, Env: 0.6, Weight: 1}}
+	if _, err := s.RecordAnchorPairs(ctx, pairs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AnchorPairs(ctx, r.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(pairs)
+	want[2].Weight = 0 // a stored 1 reads back as 0
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("AnchorPairs = %+v, want %+v", got, want)
+	}
+	if p := got[1].Pair(); p.Weight != 2.5 || got[0].Pair().W() != 1 {
+		t.Errorf("Pair weights %v, %v", p.Weight, got[0].Pair().W())
+	}
+	// Recording the same pair with another weight is a conflict.
+	other := slices.Clone(pairs)
+	other[1].Weight = 3
+	if _, err := s.RecordAnchorPairs(ctx, other); !errors.Is(err, ErrConflict) {
+		t.Errorf("other weight: %v, want ErrConflict", err)
+	}
+	if n, err := s.RecordAnchorPairs(ctx, pairs); err != nil || n != 0 {
+		t.Errorf("same pairs again: %d, %v", n, err)
+	}
+	for _, w := range []float64{-1, math.Inf(1), math.NaN()} {
+		if _, err := s.RecordAnchorPairs(ctx, []AnchorPair{{Key: keys[0], WM: 0.1, Env: 0.2, Weight: w}}); err == nil {
+			t.Errorf("weight %v accepted", w)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/plan"
+	"github.com/wmrl/wmrl/internal/store"
+)
+
+// AnchorUncertaintyRequest asks for the world model's uncertainty about
+// each group of a step, before the step generates anything: what active
+// anchor selection (anchors.SelectActive) weighs the groups by.
+type AnchorUncertaintyRequest struct {
+	RunID     string `json:"run_id"`
+	Step      int    `json:"step"`
+	Groups    int    `json:"groups"`
+	Seed      uint64 `json:"seed"`
+	SuiteSeed uint64 `json:"suite_seed"`
+	// Debias is true when the run's mode calibrates: residuals are then
+	// taken through the map of the step before, else through the identity.
+	Debias bool `json:"debias,omitempty"`
+}
+
+// Validate checks the request.
+func (r AnchorUncertaintyRequest) Validate() error {
+	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
+		return err
+	}
+	if r.Groups < 1 {
+		return fmt.Errorf("groups: %d, want at least 1", r.Groups)
+	}
+	return nil
+}
+
+// AnchorUncertaintyResponse holds, per group, its training task (the index
+// Generate will use) and its uncertainty; Pairs counts the past anchor pairs
+// it was computed from.
+type AnchorUncertaintyResponse struct {
+	Tasks       []int     `json:"tasks"`
+	Uncertainty []float64 `json:"uncertainty"`
+	Pairs       int       `json:"pairs"`
+}
+
+// AnchorUncertainty computes each group's uncertainty from what is known
+// before the step runs: the group's task, plan.TaskIndex(seed, step, group,
+// tasks) as Generate chooses it, and the run's anchor pairs of the steps
+// before, each a residual r_env − f̂(r_wm) under the map of step − 1 (the
+// identity at step 0 or when the mode does not calibrate), on the task its
+// group had (anchors.Uncertainty). It reads only rows written by completed
+// steps, so a retry returns the same answer.
+func (a *Activities) AnchorUncertainty(ctx context.Context, req AnchorUncertaintyRequest) (AnchorUncertaintyResponse, error) {
+	if err := req.Validate(); err != nil {
+		return AnchorUncertaintyResponse{}, invalid(err)
+	}
+	train, err := a.tasks(ctx, req.SuiteSeed, backend.Train)
+	if err != nil {
+		return AnchorUncertaintyResponse{}, err
+	}
+	if len(train) == 0 {
+		return AnchorUncertaintyResponse{}, invalid(fmt.Errorf("suite %d has no training tasks", req.SuiteSeed))
+	}
+	n := len(train)
+	resp := AnchorUncertaintyResponse{Tasks: make([]int, req.Groups)}
+	for g := range resp.Tasks {
+		resp.Tasks[g] = plan.TaskIndex(req.Seed, req.Step, g, n)
+	}
+	var past []anchors.Residual
+	if req.Step > 0 {
+		pairs, err := a.Store.AnchorPairs(ctx, req.RunID, req.Step-1, 0)
+		if err != nil {
+			return AnchorUncertaintyResponse{}, err
+		}
+		var m isotonic.Map
+		if req.Debias {
+			c, err := a.Store.Calibration(ctx, req.RunID, req.Step-1)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				// No map stored (a run resumed before its first map): identity.
+			case err != nil:
+				return AnchorUncertaintyResponse{}, err
+			default:
+				m = c.Map
+			}
+		}
+		past = make([]anchors.Residual, len(pairs))
+		for i, p := range pairs {
+			past[i] = anchors.Residual{Task: plan.TaskIndex(req.Seed, p.Step, p.Group, n),
+				Value: p.Env - m.Apply(p.WM), Weight: p.Weight}
+		}
+		resp.Pairs = len(pairs)
+	}
+	resp.Uncertainty = anchors.Uncertainty(resp.Tasks, past)
+	for g, u := range resp.Uncertainty {
+		if math.IsNaN(u) || math.IsInf(u, 0) {
+			return AnchorUncertaintyResponse{}, fmt.Errorf("uncertainty of group %d is %v", g, u)
+		}
+	}
+	return resp, nil
+}
