@@ -53,7 +53,7 @@ while True:
     except OSError:
         pass
 `},
-		{name: "fork-bomb-left-running", want: StatusValid, source: `
+		{name: "fork-bomb-left-running", deadline: 90 * time.Second, want: StatusValid, source: `
 import os, time
 if os.fork() == 0:
     while True:
