@@ -21,23 +21,50 @@ type RunExample struct {
 
 // BaseData regenerates the original training data of a frozen model from
 // what its artefact records (Fit: suite seed, samples per task, seed): the
-// same random programs on the same training tasks, executed by run. It
-// checks that refitting them alone gives the model back byte for byte, so a
-// refreshed model extends exactly the model the run started with; a model
-// that cannot be rebuilt (another suite, a stale artefact) is an error.
-func BaseData(ctx context.Context, base *Model, s *suite.Suite, run RunFunc, workers int) ([]Example, error) {
+// same random programs on the same training tasks, executed by run, and
+// checked by BaseExamples.
+func BaseData(ctx context.Context, base *Model, s *suite.Suite, run RunFunc, workers int) ([]Record, []Example, error) {
+	if err := checkBase(base, s); err != nil {
+		return nil, nil, err
+	}
+	recs, err := Collect(ctx, s.Split(suite.Train), base.Fit.SamplesPerTask, base.Fit.Seed, run, workers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("world model base data: %w", err)
+	}
+	ex, err := BaseExamples(base, s, recs)
+	return recs, ex, err
+}
+
+func checkBase(base *Model, s *suite.Suite) error {
+	if base.Fit.Base != "" {
+		return fmt.Errorf("world model base data: the model is itself refreshed (from %.12s); start from a frozen model", base.Fit.Base)
+	}
 	if s.Options.Seed != base.Fit.SuiteSeed || (base.Fit.SuiteHash != "" && s.Hash != base.Fit.SuiteHash) {
-		return nil, fmt.Errorf("world model base data: the model was fitted on suite %d (%.12s), not %d (%.12s)",
+		return fmt.Errorf("world model base data: the model was fitted on suite %d (%.12s), not %d (%.12s)",
 			base.Fit.SuiteSeed, base.Fit.SuiteHash, s.Options.Seed, s.Hash)
 	}
-	if base.Fit.Base != "" {
-		return nil, fmt.Errorf("world model base data: the model is itself refreshed (from %.12s); start from a frozen model", base.Fit.Base)
+	return nil
+}
+
+// BaseExamples featurises a frozen model's training records (from BaseData,
+// or a cache of them) and checks that refitting them alone gives the model
+// back byte for byte, so a refreshed model extends exactly the model the run
+// started with; records that do not (another suite, a stale artefact, a
+// damaged cache) are an error.
+func BaseExamples(base *Model, s *suite.Suite, recs []Record) ([]Example, error) {
+	if err := checkBase(base, s); err != nil {
+		return nil, err
 	}
-	cfg := FitConfig{SamplesPerTask: base.Fit.SamplesPerTask, Seed: base.Fit.Seed, Workers: workers, Options: base.Fit.Options()}
-	m, recs, err := Fit(ctx, s, cfg, run)
+	ex, err := examplesOf(s, recs)
 	if err != nil {
 		return nil, fmt.Errorf("world model base data: %w", err)
 	}
+	m, err := FitLinear(ex, FeatureNames(), base.Fit.Options())
+	if err != nil {
+		return nil, fmt.Errorf("world model base data: %w", err)
+	}
+	m.Fit.SuiteSeed, m.Fit.SuiteHash = s.Options.Seed, s.Hash
+	m.Fit.SamplesPerTask, m.Fit.Seed, m.Fit.Tasks = base.Fit.SamplesPerTask, base.Fit.Seed, len(s.Split(suite.Train))
 	got, err := m.Marshal()
 	if err != nil {
 		return nil, err
@@ -50,7 +77,7 @@ func BaseData(ctx context.Context, base *Model, s *suite.Suite, run RunFunc, wor
 		return nil, fmt.Errorf("world model base data: refitting the regenerated data gives checksum %.12s, not the model's %.12s",
 			checksumOf(got), checksumOf(want))
 	}
-	return examplesOf(s, recs)
+	return ex, nil
 }
 
 func checksumOf(artefact []byte) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,12 +26,18 @@ func TestRefit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := BaseData(ctx, base, s, ExecutorRun, 2)
+	brecs, data, err := BaseData(ctx, base, s, ExecutorRun, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(data) != len(recs) {
+	if len(data) != len(recs) || !slices.Equal(brecs, recs) {
 		t.Fatalf("base data has %d examples, the fit %d", len(data), len(recs))
+	}
+	// Records that are not the model's: refused.
+	edited := slices.Clone(recs)
+	edited[3].Score += 0.1
+	if _, err := BaseExamples(base, s, edited); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("base examples of edited records: %v", err)
 	}
 
 	// The run's executions: programs of the base data's tasks whose real
@@ -84,7 +91,7 @@ func TestRefit(t *testing.T) {
 	if _, err := Refit(m1, data, run); err == nil || !strings.Contains(err.Error(), "itself refreshed") {
 		t.Errorf("refit of a refreshed model: %v", err)
 	}
-	if _, err := BaseData(ctx, m1, s, ExecutorRun, 2); err == nil {
+	if _, _, err := BaseData(ctx, m1, s, ExecutorRun, 2); err == nil {
 		t.Error("base data of a refreshed model: no error")
 	}
 	bad := run[:1:1]
@@ -96,7 +103,7 @@ func TestRefit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := BaseData(ctx, base, other, ExecutorRun, 2); err == nil || !strings.Contains(err.Error(), "fitted on suite 5") {
+	if _, _, err := BaseData(ctx, base, other, ExecutorRun, 2); err == nil || !strings.Contains(err.Error(), "fitted on suite 5") {
 		t.Errorf("base data on another suite: %v", err)
 	}
 }
