@@ -31,6 +31,8 @@ const (
 	// NamePreflightBackends is scheduled on the rollout, gpu and
 	// worldmodel queues.
 	NamePreflightBackends = "PreflightBackends"
+	// NameRefreshWorldModel is scheduled on the worldmodel queue.
+	NameRefreshWorldModel = "RefreshWorldModel"
 )
 
 // Register registers every activity of a on r under its name.
@@ -42,6 +44,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameCalibrate: a.Calibrate, NameFuse: a.Fuse, NameCalibrateAndFuse: a.CalibrateAndFuse,
 		NameUpdate: a.Update, NameHeldOutTasks: a.HeldOutTasks, NameEvaluate: a.Evaluate,
 		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
+		NameRefreshWorldModel: a.RefreshWorldModel,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
