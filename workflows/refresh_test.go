@@ -192,6 +192,24 @@ func TestRealRunRefresh(t *testing.T) {
 		t.Errorf("final checkpoint with a crash %+v, without %+v", res2.Checkpoint, res.Checkpoint)
 	}
 
+	// A run of the first 3 steps, continued to 6 by a resumed run (`wmrl
+	// continue` after a failure): the resumed run makes the old run's
+	// latest version again from the copied pairs, and ends where the
+	// uninterrupted run did.
+	st4 := testenv.FreshStore(t)
+	a4 := refreshActivities(t, st4, base)
+	short := cfg
+	short.Steps = 3
+	runWith(t, a4, RunInput{RunID: "first", Config: short}, nil)
+	res4 := runWith(t, a4, RunInput{RunID: "continued", Config: cfg, ResumeFrom: "first"}, nil)
+	vs4, err := st4.WorldModelVersions(ctx, "continued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs4) != 2 || vs4[0].Hash != vs[0].Hash || vs4[1].Hash != vs[1].Hash || res4.Checkpoint != res.Checkpoint {
+		t.Errorf("continued run: versions %+v, checkpoint %+v; want %+v, %+v", vs4, res4.Checkpoint, vs, res.Checkpoint)
+	}
+
 	// Without refresh the same seed gives another checkpoint (the world
 	// model changed what the policy was trained on).
 	plain := cfg
