@@ -42,6 +42,13 @@ func temporalAddress() string {
 
 func dialTemporal(t *testing.T) client.Client {
 	t.Helper()
+	return dialTemporalIn(t, testNamespace)
+}
+
+// dialTemporalIn is dialTemporal in another namespace, for tests whose
+// workers must not meet other tests' workflows on the same queue names.
+func dialTemporalIn(t *testing.T, ns string) client.Client {
+	t.Helper()
 	addr := temporalAddress()
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -51,13 +58,13 @@ func dialTemporal(t *testing.T) client.Client {
 		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
 	}
 	conn.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: testNamespace, Logger: quietLogger()})
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial temporal at %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := namespace.Ensure(ctx, c, testNamespace, 24*time.Hour, SearchAttributes()); err != nil {
+	if err := namespace.Ensure(ctx, c, ns, 24*time.Hour, SearchAttributes()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
