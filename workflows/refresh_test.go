@@ -2,9 +2,12 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,5 +220,102 @@ func TestRealRunRefresh(t *testing.T) {
 	res3 := runWith(t, refreshActivities(t, testenv.FreshStore(t), base), RunInput{RunID: "plain", Config: plain}, nil)
 	if res3.Checkpoint == res.Checkpoint {
 		t.Errorf("the run without refresh ends on the same checkpoint %+v", res3.Checkpoint)
+	}
+}
+
+// The plumbing of a refresh, with fake activities: RefreshWorldModel after
+// every refresh.every-th step but the last, with the run's min_pairs; a
+// version (none when the pairs are too few) carried across continue-as-new
+// and named by the ScoreWorldModel requests of the following steps, whose
+// calibration starts at the step after it; the status query reports it.
+// Without the section, no refresh and requests without a version.
+func TestRefreshPlumbing(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	cfg := tiny(t, mode.WMRL)
+	cfg.Steps, cfg.ContinueAsNewEvery = 7, 3
+	cfg.WorldModel.Refresh = runconfig.Refresh{Every: 2, MinPairs: 12}
+	f := &fake{noVersionBefore: 2}
+	in := RunInput{RunID: "r", Config: cfg}
+	var status Status
+	for seg := 1; ; seg++ {
+		env := newEnv(t, &s)
+		f.register(env, 0)
+		env.ExecuteWorkflow(TrainingRun, in)
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			in = decodeContinueAsNew(t, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := env.QueryWorkflow(QueryStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Get(&status); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	var steps []int
+	for _, r := range f.refreshes {
+		if r.RunID != "r" || r.MinPairs != 12 || r.SuiteSeed != cfg.SuiteSeed {
+			t.Errorf("refresh request %+v", r)
+		}
+		steps = append(steps, r.Step)
+	}
+	if !slices.Equal(steps, []int{1, 3, 5}) {
+		t.Fatalf("refreshed after steps %v, want 1, 3, 5 (not after the last, 6)", steps)
+	}
+	// Step 1's refresh made no version: steps 0-3 are scored by the frozen
+	// model, 4-5 by the version of step 3, 6 by that of step 5.
+	want := map[int]string{0: "", 1: "", 2: "", 3: "", 4: wmHashOf(3), 5: wmHashOf(3), 6: wmHashOf(5)}
+	from := map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 4, 5: 4, 6: 6}
+	if len(f.scores) != cfg.Steps*cfg.Groups {
+		t.Fatalf("%d score requests", len(f.scores))
+	}
+	for _, r := range f.scores {
+		if r.WorldModel != want[r.Step] {
+			t.Errorf("step %d group %d scored by %q, want %q", r.Step, r.Group, r.WorldModel, want[r.Step])
+		}
+	}
+	if len(f.calibrates) != cfg.Steps {
+		t.Fatalf("%d calibrations", len(f.calibrates))
+	}
+	for _, c := range f.calibrates {
+		if c.FromStep != from[c.Step] {
+			t.Errorf("step %d calibrated from step %d, want %d", c.Step, c.FromStep, from[c.Step])
+		}
+	}
+	if status.WorldModel == nil || *status.WorldModel != (activities.WorldModelRef{Step: 5, Hash: wmHashOf(5)}) {
+		t.Errorf("status world model %+v", status.WorldModel)
+	}
+
+	// Without the section: no refresh, requests without a version, whose
+	// JSON is the same as before refreshes existed.
+	f2 := &fake{}
+	env := newEnv(t, &s)
+	f2.register(env, 0)
+	plain := tiny(t, mode.WMRL)
+	plain.ContinueAsNewEvery = 10
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "p", Config: plain})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f2.n("RefreshWorldModel") != 0 {
+		t.Errorf("%d refreshes without the section", f2.n("RefreshWorldModel"))
+	}
+	for _, r := range f2.scores {
+		b, _ := json.Marshal(r)
+		if r.WorldModel != "" || strings.Contains(string(b), "world_model") {
+			t.Errorf("score request without refresh: %s", b)
+		}
+	}
+	for _, c := range f2.calibrates {
+		if b, _ := json.Marshal(c); strings.Contains(string(b), "from_step") {
+			t.Errorf("calibrate request without refresh: %s", b)
+		}
 	}
 }
