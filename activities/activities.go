@@ -62,6 +62,10 @@ type Activities struct {
 
 	// configCache maps a run id to its recorded runconfig.Config.
 	configCache sync.Map
+	// wmLoaded are the refreshed world models loaded last, most recent
+	// first (refreshedWorldModel).
+	wmMu     sync.Mutex
+	wmLoaded []loadedWM
 }
 
 // CheckpointRef names a stored policy checkpoint: its version (the number of
@@ -182,6 +186,12 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeFile(path, b)
+}
+
+// writeFile writes b to path atomically (a synced temporary file, then
+// rename).
+func writeFile(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -120,12 +120,19 @@ type CalibrateRequest struct {
 	RunID  string        `json:"run_id"`
 	Step   int           `json:"step"`
 	Debias debias.Config `json:"debias"`
+	// FromStep is the first step whose anchor pairs the window may hold:
+	// after a world-model refresh, the first step the current version
+	// scored (world_model.refresh; 0, left out of the JSON, otherwise).
+	FromStep int `json:"from_step,omitempty"`
 }
 
 // Validate checks the request.
 func (r CalibrateRequest) Validate() error {
 	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
 		return err
+	}
+	if r.FromStep < 0 || r.FromStep > r.Step {
+		return fmt.Errorf("from step %d: want in [0, %d]", r.FromStep, r.Step)
 	}
 	return r.Debias.Validate()
 }
@@ -141,9 +148,13 @@ type CalibrationSummary struct {
 	// before and after the map (0 without pairs).
 	BiasBefore float64 `json:"bias_before"`
 	BiasAfter  float64 `json:"bias_after"`
+	// FromStep is the request's: the window's first step after a
+	// world-model refresh.
+	FromStep int `json:"from_step,omitempty"`
 }
 
-// Calibrate fits f̂ on the window of anchor pairs of steps 0..s, each
+// Calibrate fits f̂ on the window of anchor pairs of steps 0..s (FromStep..s
+// after a world-model refresh: only pairs the current version scored), each
 // weighted by its stored weight (1 but under active anchor selection), and
 // stores it as the step's map. The fit is deterministic, so a retry stores the same
 // map.
@@ -151,7 +162,7 @@ func (a *Activities) Calibrate(ctx context.Context, req CalibrateRequest) (Calib
 	if err := req.Validate(); err != nil {
 		return CalibrationSummary{}, invalid(err)
 	}
-	stored, err := a.Store.AnchorPairs(ctx, req.RunID, req.Step, req.Debias.Window)
+	stored, err := a.Store.AnchorPairsFrom(ctx, req.RunID, req.FromStep, req.Step, req.Debias.Window)
 	if err != nil {
 		return CalibrationSummary{}, err
 	}
@@ -163,7 +174,7 @@ func (a *Activities) Calibrate(ctx context.Context, req CalibrateRequest) (Calib
 	if err != nil {
 		return CalibrationSummary{}, invalid(err)
 	}
-	sum := CalibrationSummary{Step: req.Step, Pairs: len(pairs), Knots: len(m.X)}
+	sum := CalibrationSummary{Step: req.Step, Pairs: len(pairs), Knots: len(m.X), FromStep: req.FromStep}
 	c := store.Calibration{Run: req.RunID, Step: req.Step, Map: m, NPairs: len(pairs)}
 	if before, after, ok := debias.MeanBias(pairs, m); ok {
 		sum.BiasBefore, sum.BiasAfter = before, after

@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
@@ -130,6 +132,10 @@ type ScoreRequest struct {
 	Step      int    `json:"step"`
 	Group     int    `json:"group"`
 	SuiteSeed uint64 `json:"suite_seed"`
+	// WorldModel is the hash of the run's refreshed world model
+	// (world_model.refresh) that scores the step; "" means the frozen
+	// model, as in every request made before refreshes existed.
+	WorldModel string `json:"world_model,omitempty"`
 }
 
 // Validate checks the request.
@@ -140,7 +146,18 @@ func (r ScoreRequest) Validate() error {
 	if r.Group < 0 {
 		return fmt.Errorf("group %d: want >= 0", r.Group)
 	}
+	if r.WorldModel != "" && !sha256Hex(r.WorldModel) {
+		return fmt.Errorf("world model %q: want the artefact's sha256 (64 hex digits)", r.WorldModel)
+	}
 	return nil
+}
+
+func sha256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
 }
 
 // ScoreResponse summarises the group's world-model scores.
@@ -149,8 +166,10 @@ type ScoreResponse struct {
 	Mean   float64 `json:"mean"`
 }
 
-// ScoreWorldModel stores r_wm for every trajectory of the group. The world
-// model is frozen and deterministic, so a retry stores the same values.
+// ScoreWorldModel stores r_wm for every trajectory of the group, scored by
+// the frozen world model or, when the request names one, the run's
+// refreshed version of that hash. Either is deterministic, so a retry
+// stores the same values.
 func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (ScoreResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ScoreResponse{}, invalid(err)
@@ -186,6 +205,11 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
 	if err != nil {
 		return ScoreResponse{}, err
+	}
+	if req.WorldModel != "" {
+		if wm, err = a.refreshedWorldModel(ctx, req.RunID, req.WorldModel, wm); err != nil {
+			return ScoreResponse{}, err
+		}
 	}
 	var preds []backend.Prediction
 	if cfg.WorldModel.Backend == backend.Simulated {

@@ -35,6 +35,8 @@ const (
 	// worldmodel queues.
 	NamePreflightBackends = "PreflightBackends"
 	NameGraderCapacity    = "GraderCapacity"
+	// NameRefreshWorldModel is scheduled on the worldmodel queue.
+	NameRefreshWorldModel = "RefreshWorldModel"
 )
 
 // Register registers every activity of a on r under its name.
@@ -48,6 +50,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 		NameHeldOutScore: a.HeldOutScore, NamePreflight: a.Preflight, NamePreflightBackends: a.PreflightBackends,
 		NameGraderCapacity:    a.GraderCapacity,
 		NameAnchorUncertainty: a.AnchorUncertainty,
+		NameRefreshWorldModel: a.RefreshWorldModel,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}

@@ -248,6 +248,15 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 		if h, err := st.HeldOutScore(ctx, run, last+1); err == nil && h.Tasks > 0 {
 			s.HeldOut = &workflows.HeldOut{Version: last + 1, Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}
 		}
+		vs, err := st.WorldModelVersions(ctx, run)
+		if err != nil {
+			return rep, err
+		}
+		for _, v := range vs {
+			if v.Step <= last {
+				s.WorldModel = &activities.WorldModelRef{Step: v.Step, Hash: v.Hash}
+			}
+		}
 	}
 	if tc != nil && wf == wfCompleted {
 		var res workflows.RunResult
@@ -323,6 +332,9 @@ func printStatus(w io.Writer, r statusReport) error {
 	}
 	if c := s.Calibration; c != nil {
 		fmt.Fprintf(&b, "calibration  step %d: %d pairs, %d knots, bias %+.4f -> %+.4f\n", c.Step, c.Pairs, c.Knots, c.BiasBefore, c.BiasAfter)
+	}
+	if v := s.WorldModel; v != nil {
+		fmt.Fprintf(&b, "world model  refreshed after step %d (%s)\n", v.Step, short(v.Hash))
 	}
 	if h := s.HeldOut; h != nil {
 		fmt.Fprintf(&b, "held-out     %.4f (checkpoint %d, %d tasks, %d samples)\n", h.Score, h.Version, h.Tasks, h.Samples)

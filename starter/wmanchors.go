@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
@@ -20,13 +21,51 @@ type anchorsReport struct {
 	Model  string                 `json:"model"`
 	Every  int                    `json:"every"`
 	Ranges []worldmodel.StepRange `json:"ranges"`
+	// Frozen, for runs whose world model was refreshed
+	// (world_model.refresh), are the same ranges re-scored by the frozen
+	// model the versions extend; Versions are the runs' versions.
+	Frozen   []worldmodel.StepRange    `json:"frozen,omitempty"`
+	Versions []store.WorldModelVersion `json:"versions,omitempty"`
+}
+
+// anchorRow is one anchor trajectory of a run.
+type anchorRow struct {
+	run store.Run
+	tr  store.Trajectory
+}
+
+// anchorPairs are the rows' (r_wm, r_env) pairs, grouped by (run, step,
+// group): r_wm as recorded, or re-scored by model when it is not nil.
+func anchorPairs(rows []anchorRow, model *worldmodel.Model, suiteOf func(store.Run) (*suite.Suite, error)) ([]worldmodel.Pair, error) {
+	pairs := make([]worldmodel.Pair, 0, len(rows))
+	for _, row := range rows {
+		id, tr := row.run.ID, row.tr
+		wm := *tr.WMScore
+		if model != nil {
+			s, err := suiteOf(row.run)
+			if err != nil {
+				return nil, err
+			}
+			task, err := s.Task(tr.TaskID)
+			if err != nil {
+				return nil, fmt.Errorf("run %s step %d group %d: %w", id, tr.Step, tr.Group, err)
+			}
+			if wm, err = model.PredictText(task.Card.Vector(), tr.Program); err != nil {
+				return nil, fmt.Errorf("run %s step %d group %d sample %d: %w", id, tr.Step, tr.Group, tr.Sample, err)
+			}
+		}
+		pairs = append(pairs, worldmodel.Pair{Group: id + "/" + strconv.Itoa(tr.Step) + "/" + strconv.Itoa(tr.Group),
+			Step: tr.Step, WM: wm, Env: tr.Exec.Score})
+	}
+	return pairs, nil
 }
 
 func newWorldModelAnchorsCmd(cf *connFlags, options suiteOptionsFunc) *cobra.Command {
 	var (
-		asJSON    bool
-		every     int
-		modelPath string
+		asJSON     bool
+		every      int
+		modelPath  string
+		frozenPath string
 	)
 	cmd := &cobra.Command{
 		Use:   "anchors RUN... [--every N] [--model PATH] [--json]",
@@ -50,7 +89,13 @@ where training used it, and it falls as the policy specialises. --model PATH
 re-scores the same programs with another artefact instead of the recorded
 scores, to ask whether it would have ranked them better. Only modes with
 anchors scored by the world model (wmrl, mix, debias, denoise) have them;
-the anchor mode executes its anchor groups but scores nothing.`,
+the anchor mode executes its anchor groups but scores nothing.
+
+For runs whose world model was refreshed (world_model.refresh), the recorded
+scores are those of the on-policy versions; the table then also shows, as
+"frozen", the within-group Spearman and bias of the frozen model the versions
+extend (--frozen, default the embedded one) on the same pairs, and lists the
+versions.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, runs []string) error {
 			if err := intIn("every", every, 1, maxStep); err != nil {
@@ -72,7 +117,22 @@ the anchor mode executes its anchor groups but scores nothing.`,
 			}
 			defer st.Close()
 			suites := map[uint64]*suite.Suite{}
-			var pairs []worldmodel.Pair
+			suiteOf := func(r store.Run) (*suite.Suite, error) {
+				cfg, err := runConfig(r)
+				if err != nil {
+					return nil, err
+				}
+				s := suites[cfg.SuiteSeed]
+				if s == nil {
+					if s, err = loadSuiteForCmd(cmd, options(cfg.SuiteSeed)); err != nil {
+						return nil, err
+					}
+					suites[cfg.SuiteSeed] = s
+				}
+				return s, nil
+			}
+			var rows []anchorRow
+			var versions []store.WorldModelVersion
 			for _, id := range runs {
 				r, err := findRun(ctx, st, id)
 				if err != nil {
@@ -85,39 +145,48 @@ the anchor mode executes its anchor groups but scores nothing.`,
 				if len(ts) == 0 {
 					return fmt.Errorf("run %s (mode %s) has no executed anchor trajectories", id, r.Mode)
 				}
-				var s *suite.Suite
-				if model != nil {
-					cfg, err := runConfig(r)
-					if err != nil {
-						return err
-					}
-					if s = suites[cfg.SuiteSeed]; s == nil {
-						if s, err = loadSuiteForCmd(cmd, options(cfg.SuiteSeed)); err != nil {
-							return err
-						}
-						suites[cfg.SuiteSeed] = s
-					}
+				vs, err := st.WorldModelVersions(ctx, id)
+				if err != nil {
+					return err
 				}
+				versions = append(versions, vs...)
 				for _, tr := range ts {
-					wm := *tr.WMScore
-					if model != nil {
-						task, err := s.Task(tr.TaskID)
-						if err != nil {
-							return fmt.Errorf("run %s step %d group %d: %w", id, tr.Step, tr.Group, err)
-						}
-						if wm, err = model.PredictText(task.Card.Vector(), tr.Program); err != nil {
-							return fmt.Errorf("run %s step %d group %d sample %d: %w", id, tr.Step, tr.Group, tr.Sample, err)
-						}
-					}
-					pairs = append(pairs, worldmodel.Pair{Group: id + "/" + strconv.Itoa(tr.Step) + "/" + strconv.Itoa(tr.Group),
-						Step: tr.Step, WM: wm, Env: tr.Exec.Score})
+					rows = append(rows, anchorRow{run: r, tr: tr})
 				}
+			}
+			pairs, err := anchorPairs(rows, model, suiteOf)
+			if err != nil {
+				return err
 			}
 			ranges, err := worldmodel.OnPolicy(pairs, every)
 			if err != nil {
 				return err
 			}
 			rep := anchorsReport{Runs: runs, Model: name, Every: every, Ranges: ranges}
+			if len(versions) > 0 && model == nil {
+				// The runs' world model was refreshed: the recorded scores
+				// are the on-policy versions'; re-score the same programs
+				// with the frozen model the versions extend.
+				frozen, _, err := loadModel(frozenPath)
+				if err != nil {
+					return fmt.Errorf("--frozen: %w", err)
+				}
+				for _, v := range versions {
+					if v.Base != frozen.Checksum {
+						return fmt.Errorf("run %s was refreshed from world model %.12s, --frozen is %.12s: pass the run's frozen model "+
+							"(the worker's --world-model)", v.Run, v.Base, frozen.Checksum)
+					}
+				}
+				fpairs, err := anchorPairs(rows, frozen, suiteOf)
+				if err != nil {
+					return err
+				}
+				if rep.Frozen, err = worldmodel.OnPolicy(fpairs, every); err != nil {
+					return err
+				}
+				rep.Model = "recorded (refreshed)"
+				rep.Versions = versions
+			}
 			if asJSON {
 				return writeSuiteJSON(cmd.OutOrStdout(), rep)
 			}
@@ -128,19 +197,36 @@ the anchor mode executes its anchor groups but scores nothing.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&every, "every", 10, "steps per range")
 	cmd.Flags().StringVar(&modelPath, "model", "", "re-score with this world-model artefact (default: the scores the runs recorded)")
+	cmd.Flags().StringVar(&frozenPath, "frozen", "", "the frozen world model refreshed runs started from (default: the embedded one)")
 	return cmd
 }
 
 func writeAnchors(w io.Writer, rep anchorsReport) error {
 	fmt.Fprintf(w, "world model: %s; runs: %s\n", rep.Model, strings.Join(rep.Runs, ", "))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "steps\tpairs\tgroups\tranked\tspearman\ttied\tbias\t")
-	for _, r := range rep.Ranges {
-		sp := "n/a"
-		if r.Ranked > 0 {
-			sp = fmt.Sprintf("%.3f", r.Spearman)
+	for _, v := range rep.Versions {
+		fmt.Fprintf(w, "refreshed after step %d of %s: %.12s (%d pairs + %d base examples)\n", v.Step, v.Run, v.Hash, v.Pairs, v.BaseExamples)
+	}
+	spearman := func(r worldmodel.StepRange) string {
+		if r.Ranked == 0 {
+			return "n/a"
 		}
-		fmt.Fprintf(tw, "%d-%d\t%d\t%d\t%d\t%s\t%d\t%+.4f\t\n", r.From, r.To, r.Pairs, r.Groups, r.Ranked, sp, r.Tied, r.Bias)
+		return fmt.Sprintf("%.3f", r.Spearman)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if rep.Frozen == nil {
+		fmt.Fprintln(tw, "steps\tpairs\tgroups\tranked\tspearman\ttied\tbias\t")
+		for _, r := range rep.Ranges {
+			fmt.Fprintf(tw, "%d-%d\t%d\t%d\t%d\t%s\t%d\t%+.4f\t\n", r.From, r.To, r.Pairs, r.Groups, r.Ranked, spearman(r), r.Tied, r.Bias)
+		}
+		return tw.Flush()
+	}
+	// Refreshed runs: the on-policy versions' Spearman next to the frozen
+	// model's on the same pairs (the ranges are the same: the same pairs).
+	fmt.Fprintln(tw, "steps\tpairs\tgroups\tranked\tspearman\tfrozen\ttied\tbias\tfrozen bias\t")
+	for i, r := range rep.Ranges {
+		f := rep.Frozen[i]
+		fmt.Fprintf(tw, "%d-%d\t%d\t%d\t%d\t%s\t%s\t%d\t%+.4f\t%+.4f\t\n", r.From, r.To, r.Pairs, r.Groups, r.Ranked, spearman(r),
+			spearman(f), r.Tied, r.Bias, f.Bias)
 	}
 	return tw.Flush()
 }

@@ -149,6 +149,87 @@ func TestWorldModelAnchors(t *testing.T) {
 			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
 		}
 	}
+	// A refreshed run: its recorded scores are a version's, which orders
+	// the programs the other way (1 − the frozen score); the frozen
+	// model's Spearman on the same pairs is shown next to it.
+	ref := run
+	ref.ID = "anchors-refreshed"
+	if err := st.UpsertRun(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := st.AnchorTrajectories(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 2 {
+		var sols []store.Solution
+		var scores []store.Score
+		var execs []store.Execution
+		for _, tr := range ts {
+			if tr.Step != step {
+				continue
+			}
+			k := tr.Key
+			k.Run = ref.ID
+			sols = append(sols, store.Solution{Key: k, TaskID: tr.TaskID, Program: tr.Program})
+			scores = append(scores, store.Score{Key: k, WM: 1 - *tr.WMScore})
+			execs = append(execs, store.Execution{Key: k, Result: *tr.Exec})
+		}
+		if _, err := st.InsertTrajectories(ctx, sols); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetWMScores(ctx, scores); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetAnchors(ctx, ref.ID, step, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordExecutions(ctx, execs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := store.WorldModelVersion{Run: ref.ID, Step: 0, Hash: strings.Repeat("1f", 32), Location: "/x/wm.json", Base: wm.Checksum,
+		BaseExamples: 1536, Pairs: 4, TrainMSE: 0.01, TrainSpearman: 0.8}
+	if err := st.SaveWorldModelVersion(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, "--every", "1", "--json", ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep anchorsReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(rep.Ranges) != 2 || len(rep.Frozen) != 2 || len(rep.Versions) != 1 || rep.Versions[0] != v {
+		t.Fatalf("refreshed run: %+v", rep)
+	}
+	for step, want := range []float64{-1, 1} {
+		if r, f := rep.Ranges[step], rep.Frozen[step]; r.Spearman != want || f.Spearman != -want || f.Pairs != r.Pairs {
+			t.Errorf("step %d: refreshed %+v, frozen %+v; want spearman %v and %v", step, r, f, want, -want)
+		}
+	}
+	out, err = runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, "--every", "1", ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "frozen") || !strings.Contains(out, "refreshed after step 0 of anchors-refreshed") ||
+		!strings.Contains(out, "-1.000") {
+		t.Errorf("text report of a refreshed run:\n%s", out)
+	}
+	// Another frozen model than the one the versions extend is refused.
+	other := filepath.Join(t.TempDir(), "other.json")
+	m2 := *wm
+	m2.Intercept += 0.1
+	b2, _ := m2.Marshal()
+	if err := os.WriteFile(other, b2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, "--frozen", other, ref.ID); err == nil ||
+		!strings.Contains(err.Error(), "was refreshed from world model") {
+		t.Errorf("another frozen model: %v", err)
+	}
+
 	// A run without anchors (grpo) has nothing to measure.
 	run.ID, run.Mode = "anchors-grpo", mode.GRPO
 	if err := st.UpsertRun(ctx, run); err != nil {

@@ -210,6 +210,11 @@ func setBackends(acts *activities.Activities, name string, suites builtin.Suites
 	b := builtin.New(suites, model, sb)
 	acts.Tasks, acts.Policy = b.Tasks, b.Policy
 	if b.WorldModel != nil {
+		// A refresh (world_model.refresh) regenerates the frozen model's
+		// training data once; the cache keeps it across restarts.
+		if dir, err := suite.CacheDir(); err == nil {
+			b.WorldModel.CacheDir = dir
+		}
 		acts.WorldModel = b.WorldModel
 	}
 	if b.Grader != nil {

@@ -31,8 +31,16 @@ type fake struct {
 	failExec     map[int]bool
 	recoverAfter int
 	groupCalls   map[int]int
-	// fuses records the Fuse requests.
-	fuses []activities.FuseRequest
+	// fuses records the Fuse requests, scores the ScoreWorldModel ones,
+	// calibrates the Calibrate ones and refreshes the RefreshWorldModel
+	// ones.
+	fuses      []activities.FuseRequest
+	scores     []activities.ScoreRequest
+	calibrates []activities.CalibrateRequest
+	refreshes  []activities.RefreshRequest
+	// noVersionBefore: RefreshWorldModel makes no version for steps before
+	// it (too few pairs).
+	noVersionBefore int
 	// ungraded is the number of trajectories CalibrateAndFuse reports
 	// ungraded (left without a verdict by the grader).
 	ungraded int
@@ -67,6 +75,9 @@ func (f *fake) n(name string) int {
 }
 
 func hashOf(v int) string { return fmt.Sprintf("hash-%d", v) }
+
+// wmHashOf is the fake hash of the world model refreshed after step s.
+func wmHashOf(s int) string { return fmt.Sprintf("%064x", s+1) }
 
 // register mocks every activity of a on env. updateDelay delays Update on
 // the workflow clock (0: none).
@@ -112,6 +123,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 	env.OnActivity(a.ScoreWorldModel, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.ScoreRequest) (activities.ScoreResponse, error) {
 			f.count("ScoreWorldModel")
+			f.mu.Lock()
+			f.scores = append(f.scores, r)
+			f.mu.Unlock()
 			return activities.ScoreResponse{Scored: 4, Mean: 0.5}, nil
 		}).Maybe()
 	env.OnActivity(a.Execute, mock.Anything, mock.Anything).Return(
@@ -163,6 +177,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			}
 			if r.Calibrate != nil {
 				f.count("Calibrate")
+				f.mu.Lock()
+				f.calibrates = append(f.calibrates, *r.Calibrate)
+				f.mu.Unlock()
 				res.Calibration = &activities.CalibrationSummary{Step: r.Calibrate.Step, Pairs: 4 * (r.Calibrate.Step + 1), Knots: 2}
 			}
 			f.count("Fuse")
@@ -191,6 +208,18 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 	if updateDelay > 0 {
 		up.After(updateDelay)
 	}
+	env.OnActivity(a.RefreshWorldModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.RefreshRequest) (activities.RefreshResponse, error) {
+			f.count("RefreshWorldModel")
+			f.mu.Lock()
+			f.refreshes = append(f.refreshes, r)
+			f.mu.Unlock()
+			if r.Step < f.noVersionBefore {
+				return activities.RefreshResponse{Pairs: 4 * (r.Step + 1)}, nil
+			}
+			return activities.RefreshResponse{Version: &activities.WorldModelRef{Step: r.Step, Hash: wmHashOf(r.Step)},
+				Pairs: 4 * (r.Step + 1)}, nil
+		}).Maybe()
 	env.OnActivity(a.HeldOutTasks, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.HeldOutTasksRequest) (activities.HeldOutTasksResponse, error) {
 			f.count("HeldOutTasks")

@@ -42,6 +42,19 @@ func temporalAddress() string {
 
 func dialTemporal(t *testing.T) client.Client {
 	t.Helper()
+	ns := testNamespace
+	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
+		// Another namespace keeps this process's workers apart from those
+		// of other checkouts testing on the same server.
+		ns = v
+	}
+	return dialTemporalIn(t, ns)
+}
+
+// dialTemporalIn is dialTemporal in another namespace, for tests whose
+// workers must not meet other tests' workflows on the same queue names.
+func dialTemporalIn(t *testing.T, ns string) client.Client {
+	t.Helper()
 	addr := temporalAddress()
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -51,12 +64,6 @@ func dialTemporal(t *testing.T) client.Client {
 		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
 	}
 	conn.Close()
-	ns := testNamespace
-	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
-		// Another namespace keeps this process's workers apart from those
-		// of other checkouts testing on the same server.
-		ns = v
-	}
 	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial temporal at %s: %v", addr, err)

@@ -81,6 +81,13 @@ func withWorldModel(ctx workflow.Context) workflow.Context {
 	return options(ctx, activityOptions{queue: QueueWorldModel, startToClose: 2 * time.Minute})
 }
 
+// withRefresh runs RefreshWorldModel on the worldmodel queue: a worker's
+// first refresh regenerates the frozen model's training data (minutes of
+// executions), so it heartbeats and may take up to an hour.
+func withRefresh(ctx workflow.Context) workflow.Context {
+	return options(ctx, activityOptions{queue: QueueWorldModel, startToClose: time.Hour, heartbeat: time.Minute})
+}
+
 // deadline is the sandbox deadline of one execution.
 func deadline(cfg runconfig.Config) time.Duration {
 	return time.Duration(cfg.Sandbox.DeadlineSeconds * float64(time.Second))

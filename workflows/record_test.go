@@ -186,3 +186,63 @@ func TestRecordActiveAnchorHistories(t *testing.T) {
 	record(t, c, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/"+prefix+"run_wmrl_active_continued.json")
 	record(t, c, StepWorkflowID(id, 0), "", "testdata/"+prefix+"step_wmrl_active.json")
 }
+
+// TestRecordRefreshHistories writes the histories of a wmrl run with
+// world_model.refresh (changeWorldModelRefresh): its two segments (a
+// refresh after every step but the last, the version carried across
+// continue-as-new),
+// step 1 (scored by the version made after step 0, calibrated on the pairs
+// it scored) and a run resumed from it (the old run's latest version made
+// again before its first step). Like TestRecordHistories it runs only with
+// WMRL_RECORD_HISTORIES=1 against a real server, in a namespace of its own,
+// with a frozen model fitted on the small test suite (smallBase).
+func TestRecordRefreshHistories(t *testing.T) {
+	if os.Getenv("WMRL_RECORD_HISTORIES") != "1" {
+		t.Skip("set WMRL_RECORD_HISTORIES=1 to record testdata/ histories")
+	}
+	prefix := os.Getenv("WMRL_RECORD_PREFIX")
+	c := dialTemporalIn(t, "wmrl-refresh-record")
+	st := testenv.FreshStore(t)
+	a := refreshActivities(t, st, smallBase(t))
+	startWorkers(t, c, a)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+
+	cfg := refreshConfig(t)
+	cfg.Steps, cfg.ContinueAsNewEvery, cfg.Eval.Every = 4, 2, 2
+	cfg.WorldModel.Refresh.Every = 1
+	id := fmt.Sprintf("rec-refresh-%d", stamp)
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: id, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := st.WorldModelVersions(ctx, id)
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("versions %+v, %v; want after steps 0, 1 and 2", vs, err)
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, c, id, we.GetRunID(), "testdata/"+prefix+"refresh_run_wmrl.json")
+	record(t, c, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/"+prefix+"refresh_run_wmrl_continued.json")
+	record(t, c, StepWorkflowID(id, 1), "", "testdata/"+prefix+"refresh_step_wmrl.json")
+
+	cfg.Steps = 5
+	rid := fmt.Sprintf("rec-refresh-resumed-%d", stamp)
+	we, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: rid, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: rid, Config: cfg, ResumeFrom: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := we.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	record(t, c, rid, we.GetRunID(), "testdata/"+prefix+"refresh_run_resumed.json")
+}

@@ -64,6 +64,9 @@ type RunState struct {
 	Last        *StepSummary                   `json:"last,omitempty"`
 	Calibration *activities.CalibrationSummary `json:"calibration,omitempty"`
 	HeldOut     *HeldOut                       `json:"held_out,omitempty"`
+	// WorldModel is the run's current refreshed world model
+	// (world_model.refresh); nil: the frozen one.
+	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
 }
 
 // StepSummary is a completed step's metrics.
@@ -109,6 +112,8 @@ type Status struct {
 	Last                   *StepSummary                   `json:"last,omitempty"`
 	Calibration            *activities.CalibrationSummary `json:"calibration,omitempty"`
 	HeldOut                *HeldOut                       `json:"held_out,omitempty"`
+	// WorldModel is the current refreshed world model; nil: the frozen one.
+	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
 }
 
 func invalidInput(err error) error {
@@ -176,6 +181,15 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 			// step's ρ as the old run would have moved it.
 			r.st.AnchorFraction = anchors.Adapt(r.st.AnchorFraction, res.Rho, a.Controller())
 		}
+		// The old run's latest refresh, after step last, is made again from
+		// the copied anchor pairs: the same pairs give the same version.
+		if rf := cfg.WorldModel.Refresh; rf.On() {
+			if last := r.st.Step/rf.Every*rf.Every - 1; last >= 0 {
+				if err := r.refreshWorldModel(ctx, last); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	if r.st == nil {
 		var created activities.CreateRunResponse
@@ -209,6 +223,7 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 			Run: r.in.RunID, Name: cfg.Name, State: r.state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
 			AnchorFraction: st.AnchorFraction, RealisedAnchorFraction: st.Tracker.Realised(), Rho: st.Rho,
 			Checkpoint: st.Checkpoint, Last: st.Last, Calibration: st.Calibration, HeldOut: st.HeldOut,
+			WorldModel: st.WorldModel,
 		}, nil
 	})
 	if err != nil {
@@ -295,6 +310,11 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			return RunResult{}, err
 		}
 		stepsHere++
+		if rf := cfg.WorldModel.Refresh; rf.On() && st.Step%rf.Every == 0 && st.Step < cfg.Steps {
+			if err := r.refreshWorldModel(ctx, st.Step-1); err != nil {
+				return RunResult{}, err
+			}
+		}
 		if cfg.Eval.Every > 0 && st.Step%cfg.Eval.Every == 0 && st.Step < cfg.Steps {
 			if err := evaluate(ctx, r.in.RunID, cfg, st); err != nil {
 				return RunResult{}, err
@@ -327,7 +347,7 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	})
 	var res StepResult
 	sin := StepInput{RunID: r.in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
-		Checkpoint: st.Checkpoint, Denoise: st.Denoise}
+		Checkpoint: st.Checkpoint, Denoise: st.Denoise, WorldModel: st.WorldModel}
 	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
 		// Record the failure for `wmrl list`; the run can be resumed
 		// from its last completed step.
@@ -353,6 +373,30 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	st.Step++
 	if err := workflow.UpsertTypedSearchAttributes(ctx, keyStep().ValueSet(int64(st.Step))); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
+	}
+	return nil
+}
+
+// refreshWorldModel retrains the run's world model on its anchor pairs of
+// steps 0..last (world_model.refresh, behind changeWorldModelRefresh): the
+// version it returns scores the next steps. With fewer than min_pairs pairs
+// the model stays as it is.
+func (r *runFlow) refreshWorldModel(ctx workflow.Context, last int) error {
+	if workflow.GetVersion(ctx, changeWorldModelRefresh, workflow.DefaultVersion, 1) < 1 {
+		return nil
+	}
+	req := activities.RefreshRequest{RunID: r.in.RunID, Step: last, SuiteSeed: r.cfg.SuiteSeed,
+		MinPairs: r.cfg.WorldModel.Refresh.MinPairs}
+	var res activities.RefreshResponse
+	if err := workflow.ExecuteActivity(withRefresh(ctx), activities.NameRefreshWorldModel, req).Get(ctx, &res); err != nil {
+		if serr := r.setState(ctx, store.RunFailed); serr != nil {
+			r.logger.Error("record failure", "error", serr)
+		}
+		return fmt.Errorf("refresh world model after step %d: %w", last, err)
+	}
+	if res.Version != nil {
+		r.st.WorldModel = res.Version
+		r.logger.Info("world model refreshed", "step", last, "hash", res.Version.Hash, "pairs", res.Pairs)
 	}
 	return nil
 }

@@ -28,6 +28,10 @@ type StepInput struct {
 	Checkpoint activities.CheckpointRef `json:"checkpoint"`
 	// Denoise is the denoiser's state before the step.
 	Denoise denoise.State `json:"denoise"`
+	// WorldModel is the run's refreshed world model that scores the step
+	// (world_model.refresh); nil, left out of the JSON, means the frozen
+	// model, as in every step started before refreshes existed.
+	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
 }
 
 // StepResult is what a step hands back to the run.
@@ -104,6 +108,13 @@ const (
 	// moves the fraction of the old run's last step by that step's ρ, as
 	// the old run would have.
 	changeAdaptiveAnchors = "adaptive-anchors"
+	// changeWorldModelRefresh (version 1): a run with world_model.refresh
+	// retrains its world model every refresh.every steps (activity
+	// RefreshWorldModel on the worldmodel queue), and its steps are scored
+	// by the latest version (ScoreRequest.WorldModel) and calibrated on
+	// the pairs that version scored (CalibrateRequest.FromStep). Only runs
+	// with the section reach the check, so no earlier history meets it.
+	changeWorldModelRefresh = "world-model-refresh"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
@@ -186,7 +197,11 @@ func (s *stepRun) generateRequest(g int) activities.GenerateRequest {
 }
 
 func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
-	return activities.ScoreRequest{RunID: s.in.RunID, Step: s.in.Step, Group: g, SuiteSeed: s.cfg.SuiteSeed}
+	req := activities.ScoreRequest{RunID: s.in.RunID, Step: s.in.Step, Group: g, SuiteSeed: s.cfg.SuiteSeed}
+	if v := s.in.WorldModel; v != nil {
+		req.WorldModel = v.Hash
+	}
+	return req
 }
 
 func (s *stepRun) generate(ctx workflow.Context) error {
@@ -462,6 +477,11 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	var calibrate *activities.CalibrateRequest
 	if s.pc.Debias {
 		calibrate = &activities.CalibrateRequest{RunID: s.in.RunID, Step: s.in.Step, Debias: s.cfg.DebiasConfig()}
+		if v := s.in.WorldModel; v != nil {
+			// The map is fitted on the pairs the current version scored
+			// (docs/design.md, "On-policy world model").
+			calibrate.FromStep = v.Step + 1
+		}
 	}
 	fuse := activities.FuseRequest{RunID: s.in.RunID, Step: s.in.Step, Mode: s.cfg.Mode, Anchors: s.res.Anchors,
 		AnchorWeights: s.res.AnchorWeights, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}

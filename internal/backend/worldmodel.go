@@ -67,3 +67,48 @@ func (s Simulation) Check() error {
 type Simulator interface {
 	ScoreSimulated(ctx context.Context, items []ScoreItem, s Simulation) ([]Prediction, error)
 }
+
+// TrainItem is one real execution a world model may learn from: an anchor
+// trajectory of a run, with its task, its solution and its real score.
+type TrainItem struct {
+	Task     Task
+	Solution string
+	// Score is r_env in [0,1].
+	Score float64
+	// Group names the item's group (one task of one step) and Key its
+	// trajectory (SampleKey), for metrics and messages.
+	Group, Key string
+}
+
+// Refreshed is a retrained world model: its artefact (the bytes Open reads
+// back; their sha256 is the version's identity) and how it was trained.
+type Refreshed struct {
+	Artefact []byte
+	// Base identifies the frozen model the version extends; BaseExamples
+	// counts that model's own training examples, which the version was
+	// trained on too.
+	Base         string
+	BaseExamples int
+	// TrainMSE and TrainSpearman are the fit's metrics over all its
+	// examples (the within-group Spearman correlation).
+	TrainMSE, TrainSpearman float64
+}
+
+// Refresher is a world model that can be retrained on a run's own
+// executions (world_model.refresh). It is optional: the activities check
+// for it by type assertion, and a run asking for refreshes of a world model
+// without it fails naming the field. The built-in model implements it by
+// refitting its regression on its original data plus the items; a remote
+// language model would fine-tune here (its Refresh starting a fine-tuning
+// job keyed by (run, step) and returning the tuned model's id as its
+// artefact, Open pointing the adapter at that model).
+type Refresher interface {
+	// Refresh retrains the world model on its original training data plus
+	// items (in their order) and returns the new version. The same items
+	// must give the same artefact, byte for byte: a retried activity and a
+	// replayed run find the version they recorded.
+	Refresh(ctx context.Context, items []TrainItem) (Refreshed, error)
+	// Open returns the world model of an artefact Refresh returned; one
+	// that does not decode is a *PermanentError.
+	Open(artefact []byte) (WorldModel, error)
+}

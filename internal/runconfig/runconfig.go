@@ -214,6 +214,49 @@ type WorldModel struct {
 	// Simulated sets the simulated world model's quality
 	// (world_model.backend: simulated).
 	Simulated Simulated `yaml:"simulated" json:"simulated,omitzero"`
+	// Refresh retrains the world model on the run's own anchor executions
+	// as the run goes (off when Every is 0). Left out of the JSON when off,
+	// so configurations written before it keep their recorded form.
+	Refresh Refresh `yaml:"refresh" json:"refresh,omitzero"`
+}
+
+// Refresh configures the on-policy world model: every Every steps, once the
+// run has at least MinPairs anchor pairs, the world model is retrained on
+// its original training data plus the run's anchor executions so far, and
+// the steps after it are scored by the new version (docs/design.md,
+// "On-policy world model"). Every 0 means never: the frozen model.
+type Refresh struct {
+	Every    int `yaml:"every" json:"every,omitempty"`
+	MinPairs int `yaml:"min_pairs" json:"min_pairs,omitempty"`
+}
+
+// On reports whether the world model is refreshed.
+func (r Refresh) On() bool { return r.Every > 0 }
+
+// validate checks the section against the run's mode and world-model
+// backend.
+func (r Refresh) validate(m mode.Mode, wmBackend string) error {
+	if err := intIn("world_model.refresh.every", r.Every, 0, maxSteps); err != nil {
+		return err
+	}
+	if err := intIn("world_model.refresh.min_pairs", r.MinPairs, 0, maxRefreshPairs); err != nil {
+		return err
+	}
+	if !r.On() {
+		if r.MinPairs != 0 {
+			return bad("world_model.refresh.min_pairs", "is set (%d) but world_model.refresh.every is 0 (off)", r.MinPairs)
+		}
+		return nil
+	}
+	if pc := m.Pieces(); !pc.WorldModel || !pc.Anchors {
+		return bad("world_model.refresh.every", "mode %s has no anchor pairs to retrain the world model on "+
+			"(refresh needs a mode with world-model scores and anchors: wmrl, mix, debias, denoise)", m)
+	}
+	if wmBackend != "" && wmBackend != backend.Builtin {
+		return bad("world_model.refresh.every", "world_model.backend %q cannot be retrained here: only the built-in "+
+			"world model is refreshed (a remote model's fine-tuning would go behind backend.Refresher)", wmBackend)
+	}
+	return nil
 }
 
 // Simulated is the world_model.simulated section: the simulated world
@@ -571,12 +614,14 @@ func checkMode(top *yaml.Node, base mode.Mode) []error {
 // Limits of the fields, generous but finite so that a typo cannot ask for a
 // run that never ends or a step that never fits in memory.
 const (
-	maxSteps       = 1_000_000
-	maxGroups      = 4096
-	maxSamples     = 1024
-	maxHidden      = 4096
-	maxParallelism = 4096
-	maxNameLen     = 64
+	maxSteps = 1_000_000
+	// maxRefreshPairs bounds world_model.refresh.min_pairs.
+	maxRefreshPairs = 10_000_000
+	maxGroups       = 4096
+	maxSamples      = 1024
+	maxHidden       = 4096
+	maxParallelism  = 4096
+	maxNameLen      = 64
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -773,6 +818,7 @@ func (c Config) checks() []func() error {
 			return nil
 		},
 		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
+		func() error { return c.WorldModel.Refresh.validate(c.Mode, c.WorldModel.Backend) },
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },

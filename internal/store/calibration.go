@@ -83,26 +83,7 @@ func (s *Store) RecordAnchorPairs(ctx context.Context, pairs []AnchorPair) (int,
 // when window > 0 (first in, first out), in (step, group, sample) order.
 // The same stored pairs always give the same slice.
 func (s *Store) AnchorPairs(ctx context.Context, run string, upTo, window int) ([]AnchorPair, error) {
-	if window < 0 {
-		return nil, fmt.Errorf("anchor pairs: window %d, want 0 (all) or more", window)
-	}
-	limit := any(nil) // LIMIT NULL is no limit
-	if window > 0 {
-		limit = window
-	}
-	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, wm, env, weight FROM (
-			SELECT run_id, step, grp, sample, wm, env, weight FROM anchor_pairs
-			WHERE run_id = $1 AND step <= $2
-			ORDER BY step DESC, grp DESC, sample DESC LIMIT $3) w
-		ORDER BY step, grp, sample`, run, upTo, limit)
-	if err != nil {
-		return nil, fmt.Errorf("anchor pairs: %w", err)
-	}
-	ps, err := pgx.CollectRows(rows, scanPair)
-	if err != nil {
-		return nil, fmt.Errorf("anchor pairs: %w", err)
-	}
-	return ps, nil
+	return s.AnchorPairsFrom(ctx, run, 0, upTo, window)
 }
 
 // StepAnchorPairs returns the anchor pairs recorded at one step, in (group,

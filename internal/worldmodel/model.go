@@ -57,6 +57,12 @@ type FitInfo struct {
 	Link           Link    `json:"link"`
 	TrainMSE       float64 `json:"train_mse"`
 	TrainSpearman  float64 `json:"train_spearman_within_group"`
+	// Base and RunExamples are set on a refreshed model (Refit): the
+	// checksum of the frozen model it extends, and how many of a run's
+	// own executions were added to the frozen model's training data.
+	// Both are left out of a frozen model's artefact.
+	Base        string `json:"base,omitempty"`
+	RunExamples int    `json:"run_examples,omitempty"`
 }
 
 // Options returns the regularisation settings the model was fitted with.

@@ -18,7 +18,7 @@ func New(suites Suites, model Predictor, sb sandbox.Sandbox) Backend {
 	t := &Tasks{Suites: suites}
 	b := Backend{Tasks: t, Policy: &Policy{Tasks: t}}
 	if model != nil {
-		b.WorldModel = &WorldModel{Model: model}
+		b.WorldModel = &WorldModel{Model: model, Suites: suites}
 	}
 	if sb != nil {
 		b.Grader = &Grader{Tasks: t, Sandbox: sb}

@@ -27,4 +27,17 @@
 // *backend.PermanentError naming the run-config field to fix. The API key
 // (EnvAPIKey, else EnvOpenAIKey, or Config.APIKeyFile) is a Secret: it never
 // appears in an error, a log line or a formatted Config.
+//
+// # Refreshing (not built)
+//
+// A run may retrain its world model on its own anchor executions
+// (world_model.refresh; docs/design.md, "On-policy world model"). The hook
+// is backend.Refresher, which the built-in model implements by refitting its
+// regression. This adapter does not implement it, and the run configuration
+// refuses refresh with world_model.backend openai. Fine-tuning would go
+// there: Refresh starting a fine-tuning job keyed by (run, step) on the
+// items (the rendered prompt of each (task, solution) and its real score as
+// the answer), heartbeating while it trains, and returning the tuned model's
+// id as the artefact; Open returning an adapter whose Config.Model is that
+// id, so that its cached answers are kept under its own name.
 package openaiwm
