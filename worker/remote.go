@@ -53,7 +53,7 @@ type remoteFile struct {
 		GradeHTTP *gradeSection  `yaml:"grade_http"`
 	} `yaml:"world_model"`
 	Sandbox struct {
-		GradeHTTP *gradeSection   `yaml:"grade_http"`
+		GradeHTTP *gradeSection  `yaml:"grade_http"`
 		Python    *pythonSection `yaml:"python"`
 	} `yaml:"sandbox"`
 }
