@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,15 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/backend/realtasks"
 	"github.com/wmrl/wmrl/internal/pyrender"
 	"github.com/wmrl/wmrl/internal/pysandbox"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	storepkg "github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/tasks"
+	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
 // pythonImage returns the wmrl-python image the Python loop test runs
@@ -157,4 +163,90 @@ func TestPythonDemoLoop(t *testing.T) {
 	if ran == 0 {
 		t.Errorf("step 1: no executed trajectory: %+v", in.Trajectories)
 	}
+	initial, final := heldOutAgainstInitial(t, e.acts, name)
+	t.Logf("held-out score of %s: initial policy %.4f (%d tasks, %d samples), after %d steps %.4f (%d tasks, %d samples)",
+		name, initial.Score, initial.Tasks, initial.Samples, s.Step, final.Score, final.Tasks, final.Samples)
+	if initial.Tasks != 1 || initial.Samples != 2 || final.Tasks != 1 {
+		t.Errorf("initial %+v, final %+v", initial, final)
+	}
+}
+
+// heldOutAgainstInitial evaluates checkpoint 0 (the initial policy) of a
+// completed run as the run evaluates its last checkpoint (the same
+// held-out tasks, samples, seed and limits, through the Evaluate activity
+// of acts, stored as the evaluations of step 0), and returns its held-out
+// score and the last checkpoint's.
+func heldOutAgainstInitial(t *testing.T, acts *activities.Activities, run string) (initial, final storepkg.HeldOut) {
+	t.Helper()
+	ctx := t.Context()
+	r, err := acts.Store.Run(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg runconfig.Config
+	if err := json.Unmarshal(r.Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := acts.Store.Checkpoint(ctx, run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := acts.HeldOutTasks(ctx, activities.HeldOutTasksRequest{RunID: run, SuiteSeed: cfg.SuiteSeed, Limit: cfg.Eval.Tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range held.TaskIDs {
+		_, err := acts.Evaluate(ctx, activities.EvaluateRequest{RunID: run, Checkpoint: activities.CheckpointRef{Version: 0, Hash: ck.Hash},
+			TaskID: id, Samples: cfg.Eval.Samples, Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: cfg.Sandbox.Limits(),
+			Budget: cfg.Sandbox.Budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if initial, err = acts.HeldOutScore(ctx, activities.HeldOutScoreRequest{RunID: run, Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if final, err = acts.HeldOutScore(ctx, activities.HeldOutScoreRequest{RunID: run, Version: cfg.Steps}); err != nil {
+		t.Fatal(err)
+	}
+	return initial, final
+}
+
+// TestPythonDemoInitialScore measures, for a python-demo run made with
+// wmrl run against a real worker, the held-out score of its initial
+// policy against its last checkpoint's (heldOutAgainstInitial). It runs
+// only when asked: WMRL_PYLOOP_RUN names the run, WMRL_DATABASE_URL its
+// database and WMRL_DATA_DIR the worker's data directory (checkpoints and
+// task store); the Python image as for TestPythonDemoLoop.
+func TestPythonDemoInitialScore(t *testing.T) {
+	run, dsn, dataDir := os.Getenv("WMRL_PYLOOP_RUN"), os.Getenv("WMRL_DATABASE_URL"), os.Getenv("WMRL_DATA_DIR")
+	if run == "" || dsn == "" || dataDir == "" {
+		t.Skip("set WMRL_PYLOOP_RUN, WMRL_DATABASE_URL and WMRL_DATA_DIR to measure a python-demo run's initial policy")
+	}
+	image := pythonImage(t)
+	ctx := t.Context()
+	st, err := storepkg.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sb, err := pysandbox.New(ctx, pysandbox.Options{Image: image, StagingDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := builtin.New(&builtin.SuiteCache{Load: suite.Load}, wm, nil)
+	ts := tasks.Store{Dir: tasks.StoreDir(dataDir)}
+	g := &pysandbox.Grader{Sandbox: sb, Tasks: ts}
+	acts := &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, DataDir: dataDir,
+		Remote: activities.Remote{Graders: map[string]backend.Grader{backend.Python: g},
+			ProgramGraders: map[string]backend.Grader{backend.Python: &pyrender.Grader{Python: g}},
+			TaskSources:    map[string]backend.TaskSource{backend.TaskStore: &realtasks.Source{Store: ts}}}}
+	initial, final := heldOutAgainstInitial(t, acts, run)
+	t.Logf("held-out score of %s: initial policy %.4f (%d tasks, %d samples); last checkpoint %.4f (%d tasks, %d samples)",
+		run, initial.Score, initial.Tasks, initial.Samples, final.Score, final.Tasks, final.Samples)
 }
