@@ -68,6 +68,9 @@ func pythonImage(t *testing.T) string {
 // the Python sandbox. The run completes with a held-out score on the
 // store's held-out task, and its executions really ran Python.
 func TestPythonDemoLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Python executions for minutes; not with -short")
+	}
 	image := pythonImage(t)
 	const py = "/usr/bin/python3"
 	if out, err := exec.Command(py, "-I", "-c", "import sklearn, statsmodels.api, pandas").CombinedOutput(); err != nil {
