@@ -143,15 +143,25 @@ func fromPort(err error) error {
 	return err
 }
 
-// tasks returns a split of a suite.
-func (a *Activities) tasks(ctx context.Context, suiteSeed uint64, split backend.Split) ([]backend.Task, error) {
-	ts, err := a.Tasks.Tasks(ctx, suiteSeed, split)
+// tasks returns a split of a suite, from the task source of the run's
+// tasks (the built-in suite for run "").
+func (a *Activities) tasks(ctx context.Context, run string, suiteSeed uint64, split backend.Split) ([]backend.Task, error) {
+	src, err := a.taskSourceOf(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := src.Tasks(ctx, suiteSeed, split)
 	return ts, fromPort(err)
 }
 
-// task returns one task of a suite; an unknown task is invalid input.
-func (a *Activities) task(ctx context.Context, suiteSeed uint64, id string) (backend.Task, error) {
-	t, err := a.Tasks.Task(ctx, suiteSeed, id)
+// task returns one task of a suite, from the task source of the run's
+// tasks; an unknown task is invalid input.
+func (a *Activities) task(ctx context.Context, run string, suiteSeed uint64, id string) (backend.Task, error) {
+	src, err := a.taskSourceOf(ctx, run)
+	if err != nil {
+		return backend.Task{}, err
+	}
+	t, err := src.Task(ctx, suiteSeed, id)
 	return t, fromPort(err)
 }
 

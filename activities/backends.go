@@ -15,13 +15,22 @@ import (
 // Remote holds a worker's adapters beyond the built-in ones, by the backend
 // name a run config gives them: Policies by policy.backend (backend.Tinker),
 // WorldModels by world_model.backend (backend.OpenAI, backend.GradeHTTP),
-// Graders by sandbox.kind (backend.GradeHTTP). The worker adds one when it is
-// configured with that backend's endpoint; a run naming a backend its worker
-// lacks fails with the field named (Preflight tells before the run starts).
+// Graders by sandbox.kind (backend.GradeHTTP), TaskSources by tasks
+// (backend.TaskStore). The worker adds one when it is configured with that
+// backend's endpoint; a run naming a backend its worker lacks fails with the
+// field named (Preflight tells before the run starts).
 type Remote struct {
 	Policies    map[string]backend.Policy
 	WorldModels map[string]backend.WorldModel
 	Graders     map[string]backend.Grader
+	// ProgramGraders are graders by sandbox.kind for runs whose policy is
+	// the built-in one (it writes programs of the built-in pipeline
+	// language): they render a program into the sandbox's language before
+	// running it (pyrender.Grader over the Python sandbox). A run of the
+	// built-in policy takes its sandbox.kind's program grader when the
+	// worker has one, else the grader of Graders.
+	ProgramGraders map[string]backend.Grader
+	TaskSources    map[string]backend.TaskSource
 }
 
 // Names lists the remote backends a worker has, for messages and the
@@ -37,17 +46,20 @@ func (r Remote) Names() []string {
 	for name := range r.Graders {
 		out = append(out, "sandbox.kind: "+name)
 	}
+	for name := range r.TaskSources {
+		out = append(out, "tasks: "+name)
+	}
 	slices.Sort(out)
 	return out
 }
 
 // runBackends are the backend names of one run's configuration.
 type runBackends struct {
-	policy, worldModel, sandbox string
+	policy, worldModel, sandbox, tasks string
 }
 
 func backendsOf(cfg runconfig.Config) runBackends {
-	return runBackends{policy: cfg.Policy.Backend, worldModel: cfg.WorldModel.Backend, sandbox: cfg.Sandbox.Kind}
+	return runBackends{policy: cfg.Policy.Backend, worldModel: cfg.WorldModel.Backend, sandbox: cfg.Sandbox.Kind, tasks: cfg.Tasks}
 }
 
 // runBackendsOf returns the backend names of a run's recorded
@@ -140,8 +152,41 @@ func (a *Activities) graderOf(ctx context.Context, run string) (backend.Grader, 
 	if err != nil {
 		return nil, err
 	}
+	if b.policy == "" || b.policy == backend.Builtin {
+		if g, ok := a.Remote.ProgramGraders[b.sandbox]; ok {
+			return g, nil
+		}
+	}
 	g, _, err := a.graderNamed(b.sandbox)
 	return g, err
+}
+
+// taskSourceOf returns the task source a run's tasks names; the built-in
+// suite for run "" (a request of a workflow recorded before requests named
+// their run).
+func (a *Activities) taskSourceOf(ctx context.Context, run string) (backend.TaskSource, error) {
+	name := ""
+	if run != "" {
+		b, err := a.runBackendsOf(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		name = b.tasks
+	}
+	return a.taskSourceNamed(name)
+}
+
+func (a *Activities) taskSourceNamed(name string) (backend.TaskSource, error) {
+	if name == "" || name == backend.Builtin {
+		if a.Tasks == nil {
+			return nil, errors.New("this worker has no task source")
+		}
+		return a.Tasks, nil
+	}
+	if s, ok := a.Remote.TaskSources[name]; ok {
+		return s, nil
+	}
+	return nil, a.missing("tasks", name)
 }
 
 // graderNamed returns the grader of a sandbox.kind: the worker's own

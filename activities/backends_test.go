@@ -191,3 +191,72 @@ func TestGraderCapacity(t *testing.T) {
 		}
 	}
 }
+
+// countingSource delegates to a task source and counts its calls.
+type countingSource struct {
+	backend.TaskSource
+	calls atomic.Int64
+}
+
+func (s *countingSource) Tasks(ctx context.Context, suite uint64, split backend.Split) ([]backend.Task, error) {
+	s.calls.Add(1)
+	return s.TaskSource.Tasks(ctx, suite, split)
+}
+
+func (s *countingSource) Task(ctx context.Context, suite uint64, id string) (backend.Task, error) {
+	s.calls.Add(1)
+	return s.TaskSource.Task(ctx, suite, id)
+}
+
+// A run's tasks picks the worker's task source of that name for every
+// activity of the run (HeldOutTasks by its run id; without one, the
+// built-in suite), and a run of the built-in policy gets its sandbox.kind's
+// program grader over the plain one; a worker lacking the source fails the
+// run for good, naming tasks.
+func TestRunPicksItsTaskSource(t *testing.T) {
+	a, _ := newTestActivities(t)
+	ctx := t.Context()
+	src := &countingSource{TaskSource: a.Tasks}
+	plain, programs := &countingGrader{Grader: a.Grader}, &countingGrader{Grader: a.Grader}
+	a.Remote = Remote{TaskSources: map[string]backend.TaskSource{backend.TaskStore: src},
+		Graders:        map[string]backend.Grader{backend.Python: plain},
+		ProgramGraders: map[string]backend.Grader{backend.Python: programs}}
+	cfg := tinyConfig(t)
+	if _, err := a.HeldOutTasks(ctx, HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed}); err != nil || src.calls.Load() != 0 {
+		t.Fatalf("HeldOutTasks without a run: %v, store source called %d times", err, src.calls.Load())
+	}
+	cfg.Tasks, cfg.Sandbox.Kind = backend.TaskStore, backend.Python
+	created, err := a.CreateRun(ctx, CreateRunRequest{RunID: "real", Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Generate(ctx, GenerateRequest{RunID: "real", Step: 0, Group: 0, Samples: cfg.Samples, Seed: cfg.Seed,
+		SuiteSeed: cfg.SuiteSeed, Checkpoint: created.Checkpoint}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ScoreWorldModel(ctx, ScoreRequest{RunID: "real", Step: 0, Group: 0, SuiteSeed: cfg.SuiteSeed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Execute(ctx, ExecuteRequest{RunID: "real", Step: 0, Group: 0, Sample: 0, Seed: cfg.Seed,
+		SuiteSeed: cfg.SuiteSeed, Limits: cfg.Sandbox.Limits()}); err != nil {
+		t.Fatal(err)
+	}
+	before := src.calls.Load()
+	if before < 4 {
+		t.Errorf("store source called %d times by CreateRun, Generate, ScoreWorldModel and Execute, want at least 4", before)
+	}
+	if _, err := a.HeldOutTasks(ctx, HeldOutTasksRequest{RunID: "real", SuiteSeed: cfg.SuiteSeed}); err != nil || src.calls.Load() != before+1 {
+		t.Errorf("HeldOutTasks of the run: %v, store source calls %d, want %d", err, src.calls.Load(), before+1)
+	}
+	if programs.calls.Load() != 1 || plain.calls.Load() != 0 {
+		t.Errorf("built-in policy on sandbox.kind python: program grader %d calls (want 1), plain grader %d (want 0)",
+			programs.calls.Load(), plain.calls.Load())
+	}
+
+	b, _ := newTestActivities(t)
+	_, err = b.CreateRun(ctx, CreateRunRequest{RunID: "lacks", Config: cfg})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), `tasks: "store"`) {
+		t.Errorf("CreateRun on a worker without the store = %v, want a non-retryable error naming tasks", err)
+	}
+}

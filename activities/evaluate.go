@@ -13,6 +13,9 @@ import (
 
 // HeldOutTasksRequest asks for the held-out tasks of a suite.
 type HeldOutTasksRequest struct {
+	// RunID picks the task source (the run's tasks); "" (requests of
+	// workflows recorded before it was set) is the built-in suite.
+	RunID     string `json:"run_id,omitempty"`
 	SuiteSeed uint64 `json:"suite_seed"`
 	// Limit keeps the first Limit tasks; 0 keeps all.
 	Limit int `json:"limit"`
@@ -28,7 +31,7 @@ func (a *Activities) HeldOutTasks(ctx context.Context, req HeldOutTasksRequest) 
 	if req.Limit < 0 {
 		return HeldOutTasksResponse{}, invalid(fmt.Errorf("limit %d: want >= 0", req.Limit))
 	}
-	heldOut, err := a.tasks(ctx, req.SuiteSeed, backend.HeldOut)
+	heldOut, err := a.tasks(ctx, req.RunID, req.SuiteSeed, backend.HeldOut)
 	if err != nil {
 		return HeldOutTasksResponse{}, err
 	}
@@ -92,7 +95,7 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	if err := req.Validate(); err != nil {
 		return EvaluateResponse{}, invalid(err)
 	}
-	task, err := a.task(ctx, req.SuiteSeed, req.TaskID)
+	task, err := a.task(ctx, req.RunID, req.SuiteSeed, req.TaskID)
 	if err != nil {
 		return EvaluateResponse{}, err
 	}

@@ -89,7 +89,7 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 	if t.Exec != nil {
 		return responseOf(*t.Exec, true), nil
 	}
-	task, err := a.task(ctx, req.SuiteSeed, t.TaskID)
+	task, err := a.task(ctx, req.RunID, req.SuiteSeed, t.TaskID)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}

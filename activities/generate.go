@@ -53,7 +53,7 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if err := req.Validate(); err != nil {
 		return GenerateResponse{}, invalid(err)
 	}
-	train, err := a.tasks(ctx, req.SuiteSeed, backend.Train)
+	train, err := a.tasks(ctx, req.RunID, req.SuiteSeed, backend.Train)
 	if err != nil {
 		return GenerateResponse{}, err
 	}
@@ -187,7 +187,7 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 		}
 		task, ok := tasks[t.TaskID]
 		if !ok {
-			if task, err = a.task(ctx, req.SuiteSeed, t.TaskID); err != nil {
+			if task, err = a.task(ctx, req.RunID, req.SuiteSeed, t.TaskID); err != nil {
 				return ScoreResponse{}, err
 			}
 			tasks[t.TaskID] = task

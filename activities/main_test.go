@@ -61,7 +61,7 @@ func loadPolicy(ctx context.Context, x *Activities, run string, ref CheckpointRe
 	if err != nil {
 		return err
 	}
-	train, err := x.tasks(ctx, testenv.SuiteSeed, backend.Train)
+	train, err := x.tasks(ctx, run, testenv.SuiteSeed, backend.Train)
 	if err != nil {
 		return err
 	}

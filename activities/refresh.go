@@ -84,7 +84,7 @@ func (a *Activities) RefreshWorldModel(ctx context.Context, req RefreshRequest) 
 		}
 		task, ok := tasks[t.TaskID]
 		if !ok {
-			if task, err = a.task(ctx, req.SuiteSeed, t.TaskID); err != nil {
+			if task, err = a.task(ctx, req.RunID, req.SuiteSeed, t.TaskID); err != nil {
 				return RefreshResponse{}, err
 			}
 			tasks[t.TaskID] = task

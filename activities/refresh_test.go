@@ -149,7 +149,7 @@ func TestRefreshWorldModel(t *testing.T) {
 	}
 	differs := 0
 	for _, tr := range ts {
-		task, err := a.task(ctx, cfg.SuiteSeed, tr.TaskID)
+		task, err := a.task(ctx, run, cfg.SuiteSeed, tr.TaskID)
 		if err != nil {
 			t.Fatal(err)
 		}

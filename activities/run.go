@@ -65,7 +65,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return CreateRunResponse{}, err
 	}
-	train, err := a.tasks(ctx, cfg.SuiteSeed, backend.Train)
+	train, err := a.tasks(ctx, req.RunID, cfg.SuiteSeed, backend.Train)
 	if err != nil {
 		return CreateRunResponse{}, err
 	}

@@ -58,7 +58,7 @@ func (a *Activities) AnchorUncertainty(ctx context.Context, req AnchorUncertaint
 	if err := req.Validate(); err != nil {
 		return AnchorUncertaintyResponse{}, invalid(err)
 	}
-	train, err := a.tasks(ctx, req.SuiteSeed, backend.Train)
+	train, err := a.tasks(ctx, req.RunID, req.SuiteSeed, backend.Train)
 	if err != nil {
 		return AnchorUncertaintyResponse{}, err
 	}

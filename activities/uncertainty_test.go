@@ -27,7 +27,7 @@ func TestAnchorUncertaintyAndWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, err := a.tasks(ctx, cfg.SuiteSeed, backend.Train)
+	train, err := a.tasks(ctx, run, cfg.SuiteSeed, backend.Train)
 	if err != nil {
 		t.Fatal(err)
 	}

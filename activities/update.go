@@ -70,7 +70,7 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 		}
 		return UpdateResponse{}, fmt.Errorf("read batch: %w", err)
 	}
-	data, err := a.data(ctx, req.SuiteSeed, batch)
+	data, err := a.data(ctx, req.RunID, req.SuiteSeed, batch)
 	if err != nil {
 		return UpdateResponse{}, err
 	}
@@ -116,14 +116,14 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 
 // data turns a fused batch into the policy port's batch, every item with
 // its task.
-func (a *Activities) data(ctx context.Context, suiteSeed uint64, b fusion.Batch) ([]backend.Datum, error) {
+func (a *Activities) data(ctx context.Context, run string, suiteSeed uint64, b fusion.Batch) ([]backend.Datum, error) {
 	tasks := map[string]backend.Task{}
 	out := make([]backend.Datum, len(b.Items))
 	for i, it := range b.Items {
 		task, ok := tasks[it.TaskID]
 		if !ok {
 			var err error
-			if task, err = a.task(ctx, suiteSeed, it.TaskID); err != nil {
+			if task, err = a.task(ctx, run, suiteSeed, it.TaskID); err != nil {
 				return nil, err
 			}
 			tasks[it.TaskID] = task

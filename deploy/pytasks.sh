@@ -9,7 +9,9 @@
 # Usage: deploy/pytasks.sh prepare OUT [SEED]
 #   writes one task directory per task under OUT (created; must be empty or
 #   absent), deterministically from SEED (default 20260101): the same seed
-#   gives byte-identical files. Import them with: wmrl tasks import OUT/<id>
+#   gives byte-identical files. Their leaderboards: wmrl tasks panel OUT/*
+#   (the Python sandbox image, deploy/pyimage.sh); then import them with:
+#   wmrl tasks import OUT/*
 set -euo pipefail
 
 log() { echo "pytasks.sh: $*" >&2; }

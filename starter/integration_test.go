@@ -46,6 +46,7 @@ func (smallSuites) Suite(ctx context.Context, _ uint64) (*suite.Suite, error) {
 // itEnv is a running stack: Temporal client, a fresh database and workers.
 type itEnv struct {
 	tc    client.Client
+	acts  *activities.Activities
 	st    *store.Store
 	dsn   string
 	flags []string // --address, --namespace, --database-url, --ui-url
@@ -112,7 +113,7 @@ func stack(t *testing.T, ns string, configure ...func(*activities.Activities)) *
 		}
 		t.Cleanup(w.Stop)
 	}
-	return &itEnv{tc: tc, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", ns, "--database-url", dsn}}
+	return &itEnv{tc: tc, acts: acts, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", ns, "--database-url", dsn}}
 }
 
 func quietLogger(t *testing.T) *quietLog { return &quietLog{t: t} }

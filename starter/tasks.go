@@ -58,7 +58,7 @@ scikit-learn and statsmodels packages ship.
 Imported tasks are kept in the data directory's tasks/, each under the
 SHA-256 of its files, so that what a run trained on can be read again.`,
 	}
-	cmd.AddCommand(newTasksImportCmd(), newTasksListCmd(), newTasksShowCmd(), newTasksGradeCmd())
+	cmd.AddCommand(newTasksImportCmd(), newTasksPanelCmd(), newTasksListCmd(), newTasksShowCmd(), newTasksGradeCmd())
 	return cmd
 }
 

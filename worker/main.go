@@ -30,7 +30,9 @@ import (
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/backend/realtasks"
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/pyrender"
 	"github.com/wmrl/wmrl/internal/pysandbox"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
@@ -146,8 +148,17 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 			return err
 		}
 		defer py.Close()
-		acts.Remote.Graders[backend.Python] = &pysandbox.Grader{Sandbox: py, Tasks: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}
+		pyGrader := &pysandbox.Grader{Sandbox: py, Tasks: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}
+		acts.Remote.Graders[backend.Python] = pyGrader
+		// The built-in policy writes pipeline programs: its runs get them
+		// rendered as Python first.
+		acts.Remote.ProgramGraders = map[string]backend.Grader{backend.Python: &pyrender.Grader{Python: pyGrader}}
 	}
+	// Every worker reads the task store of the shared data directory, for
+	// runs with tasks: store (it may be empty: such a run then fails saying
+	// so).
+	acts.Remote.TaskSources = map[string]backend.TaskSource{
+		backend.TaskStore: &realtasks.Source{Store: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}}
 	if names := acts.Remote.Names(); len(names) > 0 {
 		logger.Info("remote backends", zap.Strings("backends", names))
 	}

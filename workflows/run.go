@@ -440,6 +440,9 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	ctl := withControl(ctx)
 	var tasks activities.HeldOutTasksResponse
 	treq := activities.HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed, Limit: cfg.Eval.Tasks}
+	if workflow.GetVersion(ctx, changeEvalTasksOfRun, workflow.DefaultVersion, 1) >= 1 {
+		treq.RunID = runID
+	}
 	if err := workflow.ExecuteActivity(ctl, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
 		return fmt.Errorf("held-out tasks: %w", err)
 	}

@@ -69,6 +69,10 @@ const (
 	// has a verdict (for at most sandbox.retry_hours) instead of leaving a
 	// task out, and an evaluation of no task is an error, never a score.
 	changeEvalV2 = "eval-v2"
+	// changeEvalTasksOfRun (version 1): HeldOutTasks names the run, so the
+	// held-out tasks come from the run's task source (tasks: store);
+	// before it, from the built-in suite of the suite seed.
+	changeEvalTasksOfRun = "eval-tasks-of-run"
 	// changeResumeV2 (version 1): a resumed run starts with the old run's
 	// anchor fraction (as its last completed step used it), that step's
 	// anchor groups and the held-out score of the checkpoint it resumes

@@ -27,6 +27,11 @@ const (
 	// Python is the sandbox.kind of Python solutions of real tasks, run
 	// in the locked-down Python sandbox (internal/pysandbox).
 	Python = "python"
+	// TaskStore is the task source (a run config's tasks) of the real
+	// tasks imported into the data directory's task store
+	// (internal/backend/realtasks); Builtin is the built-in suite of the
+	// run's suite_seed.
+	TaskStore = "store"
 )
 
 // Checker is an adapter that can tell whether its service answers (a

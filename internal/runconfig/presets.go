@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/budget"
 	"github.com/wmrl/wmrl/internal/debias"
 	"github.com/wmrl/wmrl/internal/denoise"
@@ -45,7 +46,7 @@ func Default() Config {
 }
 
 // presetNames lists the presets in a fixed order.
-var presetNames = []string{"tiny", "demo", "small", "default"}
+var presetNames = []string{"tiny", "demo", "small", "default", "python-demo"}
 
 // PresetNames returns the valid preset names.
 func PresetNames() []string { return append([]string(nil), presetNames...) }
@@ -83,6 +84,24 @@ func Preset(name string) (Config, error) {
 		c.Eval = Eval{Every: 10, Samples: 8, Tasks: 8}
 		c.ContinueAsNewEvery = 25
 		c.Parallelism = 8
+	case "python-demo":
+		// The built-in policy on the real tasks of the task store
+		// (tasks: store), its programs rendered as scikit-learn scripts
+		// and run in the Python sandbox, where one execution costs
+		// seconds (a container and the sklearn import): 6 steps of 6
+		// groups of 4, two of them anchors (the executions of a step),
+		// held-out avg@4 on every held-out task at the end.
+		c.Name = "python-demo"
+		c.Tasks = backend.TaskStore
+		c.Steps, c.Groups, c.Samples = 6, 6, 4
+		c.Anchors = Anchors{Fraction: 0.34, Min: 1}
+		c.Debias.MinPairs = 8
+		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor}
+		c.Policy.LearningRate = 0.05
+		c.Eval = Eval{Every: 0, Samples: 4, Tasks: 0}
+		c.ContinueAsNewEvery = 3
+		c.Sandbox.Kind = SandboxPython
+		c.Parallelism = 2
 	case "default":
 	default:
 		return Config{}, fmt.Errorf("unknown preset %q: valid presets are %s", name, strings.Join(presetNames, ", "))

@@ -35,6 +35,12 @@ type Config struct {
 	Seed uint64 `yaml:"seed" json:"seed"`
 	// SuiteSeed selects the built-in suite.
 	SuiteSeed uint64 `yaml:"suite_seed" json:"suite_seed"`
+	// Tasks picks the task source: "" or "builtin" (the built-in suite of
+	// SuiteSeed) or "store" (the real tasks imported into the data
+	// directory's task store, wmrl tasks import; sandbox.kind must be
+	// python). Left out of the JSON when empty, so configurations written
+	// before it existed keep their recorded form.
+	Tasks string `yaml:"tasks" json:"tasks,omitempty"`
 	// Steps is the number of training steps.
 	Steps int `yaml:"steps" json:"steps"`
 	// Groups is G, the number of groups (one task each) per step.
@@ -276,6 +282,9 @@ func PolicyBackends() []string { return []string{backend.Builtin, backend.Tinker
 func WorldModelBackends() []string {
 	return []string{backend.Builtin, backend.OpenAI, backend.GradeHTTP, backend.Simulated}
 }
+
+// TaskSources lists the valid values of tasks ("" means backend.Builtin).
+func TaskSources() []string { return []string{backend.Builtin, backend.TaskStore} }
 
 // SandboxKinds lists the valid values of sandbox.kind: the worker's own
 // sandboxes, and remote graders.
@@ -819,6 +828,16 @@ func (c Config) checks() []func() error {
 		},
 		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
 		func() error { return c.WorldModel.Refresh.validate(c.Mode, c.WorldModel.Backend) },
+		func() error {
+			if err := checkBackend("tasks", c.Tasks, TaskSources()); err != nil {
+				return err
+			}
+			if c.Tasks == backend.TaskStore && c.Sandbox.Kind != SandboxPython {
+				return bad("tasks", "%q needs sandbox.kind %q (the store's tasks are graded in the Python sandbox), got sandbox.kind %q",
+					c.Tasks, SandboxPython, c.Sandbox.Kind)
+			}
+			return nil
+		},
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },

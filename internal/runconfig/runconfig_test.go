@@ -153,6 +153,8 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Mode, c.WorldModel.Refresh.Every = mode.WM, 5 }, "world_model.refresh.every: mode wm"},
 		{func(c *Config) { c.Mode, c.WorldModel.Refresh.Every = mode.Anchor, 5 }, "world_model.refresh.every: mode anchor"},
 		{func(c *Config) { c.WorldModel.Backend, c.WorldModel.Refresh.Every = "openai", 5 }, "world_model.refresh.every: world_model.backend \"openai\""},
+		{func(c *Config) { c.Tasks = "disk" }, "tasks:"},
+		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
@@ -171,6 +173,26 @@ func TestValidateNamesField(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("Validate() = %v, want an error starting with %q", err, tt.want)
 		}
+	}
+}
+
+// TestTasksField: tasks: store with sandbox.kind python is valid, parses
+// from YAML, and is left out of the JSON when empty.
+func TestTasksField(t *testing.T) {
+	c, err := Parse(Default(), []byte("tasks: store\nsandbox:\n  kind: python\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tasks != "store" || c.Validate() != nil {
+		t.Fatalf("tasks %q, validate %v", c.Tasks, c.Validate())
+	}
+	b, _ := json.Marshal(Default())
+	if strings.Contains(string(b), `"tasks":"`) {
+		t.Errorf("empty tasks in the JSON: %s", b)
+	}
+	p, _ := Preset("python-demo")
+	if p.Tasks != "store" || p.Sandbox.Kind != SandboxPython || p.Validate() != nil {
+		t.Errorf("python-demo: tasks %q sandbox.kind %q: %v", p.Tasks, p.Sandbox.Kind, p.Validate())
 	}
 }
 
