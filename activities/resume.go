@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/wmrl/wmrl/internal/anchors"
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
@@ -73,6 +74,9 @@ type ResumeRunResponse struct {
 // checks and starts the workflow.
 func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (ResumeRunResponse, error) {
 	if err := req.Validate(); err != nil {
+		return ResumeRunResponse{}, invalid(err)
+	}
+	if err := CanContinue(req.Config); err != nil {
 		return ResumeRunResponse{}, invalid(err)
 	}
 	last, ok, err := a.Store.LastCompletedStep(ctx, req.From)
@@ -148,4 +152,19 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 		resp.HeldOut = &h
 	}
 	return resp, nil
+}
+
+// CanContinue refuses to continue a run whose policy cannot be put back at
+// an earlier checkpoint. A Tinker model's weights are the training
+// service's state: continuing from the last completed step needs the
+// model's weights and optimiser state at that step loaded back
+// (save_weights/load_weights), which the Tinker adapter does not do yet;
+// the run would otherwise go on from whatever state the model reached
+// (perhaps past that step), silently.
+func CanContinue(cfg runconfig.Config) error {
+	if cfg.Policy.Backend == backend.Tinker {
+		return fmt.Errorf("policy.backend: %q: a run of a Tinker-trained policy cannot be continued yet (its weights "+
+			"would need loading back to the last completed step); start a new run", backend.Tinker)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
@@ -137,6 +138,9 @@ func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, n
 	p.last = last
 	if p.cfg, err = runConfig(old); err != nil {
 		return p, err
+	}
+	if err := activities.CanContinue(p.cfg); err != nil {
+		return p, fmt.Errorf("run %s: %w", oldID, err)
 	}
 	if name == "" {
 		name = fmt.Sprintf("%s-resume-%d", oldID, last+1)
