@@ -31,7 +31,10 @@ db=${TEMPORAL_DB:-$state/dev.db}
 start_timeout=${TEMPORAL_START_TIMEOUT:-120}
 # Build flags without -trimpath, so `go vet` and `go test` in deploy/devserver reuse the
 # compiled dependencies from the build cache.
+# CGO_ENABLED=0: a static binary, so the same file runs here and in the FROM-scratch
+# image deploy/images.sh builds (the server needs no cgo: its SQLite is pure Go).
 build_flags=(-ldflags "-s -w")
+export CGO_ENABLED=0
 host=${address%:*}
 port=${address##*:}
 
@@ -45,7 +48,7 @@ source_hash() {
 	(
 		cd "$src"
 		go version
-		echo "${build_flags[*]}"
+		echo "${build_flags[*]} CGO_ENABLED=$CGO_ENABLED"
 		sha256sum go.mod go.sum ./*.go
 	) | sha256sum | cut -d' ' -f1
 }
