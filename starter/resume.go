@@ -132,14 +132,15 @@ func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, n
 	if last+1 >= old.Steps {
 		return p, fmt.Errorf("run %s completed all its %d steps: nothing to continue", oldID, old.Steps)
 	}
-	if _, err := st.Checkpoint(ctx, oldID, last+1); err != nil {
+	from, err := st.Checkpoint(ctx, oldID, last+1)
+	if err != nil {
 		return p, fmt.Errorf("run %s cannot be continued after step %d: %w", oldID, last, err)
 	}
 	p.last = last
 	if p.cfg, err = runConfig(old); err != nil {
 		return p, err
 	}
-	if err := activities.CanContinue(p.cfg); err != nil {
+	if err := activities.CanContinue(p.cfg, from); err != nil {
 		return p, fmt.Errorf("run %s: %w", oldID, err)
 	}
 	if name == "" {
