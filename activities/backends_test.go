@@ -260,4 +260,3 @@ func TestRunPicksItsTaskSource(t *testing.T) {
 		t.Errorf("CreateRun on a worker without the store = %v, want a non-retryable error naming tasks", err)
 	}
 }
-
