@@ -187,7 +187,7 @@ func (a *Activities) checkpoint(ctx context.Context, run string, ref CheckpointR
 	if c.Hash != ref.Hash {
 		return backend.Checkpoint{}, invalid(fmt.Errorf("checkpoint %d of run %s has hash %s, request says %s", ref.Version, run, c.Hash, ref.Hash))
 	}
-	return backend.Checkpoint{Version: c.Version, Hash: c.Hash, Location: c.Location}, nil
+	return backend.Checkpoint{Version: c.Version, Hash: c.Hash, Location: c.Location, State: c.State}, nil
 }
 
 // writeJSON writes v to path atomically (temporary file, then rename).

@@ -78,7 +78,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 		return CreateRunResponse{}, fromPort(err)
 	}
 	ref := CheckpointRef{Version: 0, Hash: ck.Hash}
-	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: ck.Location}); err != nil {
+	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: ck.Location, State: ck.State}); err != nil {
 		return CreateRunResponse{}, err
 	}
 	a.log().Info("run created", logRun(req.RunID), logStep(0))
