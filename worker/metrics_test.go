@@ -164,6 +164,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		})
 		t.Logf("prometheus: %s = %v", tt.expr, vec[0].Value)
 	}
+	logScrape(t, "http://"+target+telemetry.Path, runID)
 	// The Temporal SDK's own series, from the same endpoint: the
 	// activities this worker ran in the test's namespace.
 	vec := prom.Query(t, fmt.Sprintf(`sum(temporal_activity_execution_latency_seconds_count{namespace=%q, activity_type="Execute"})`,
@@ -173,7 +174,6 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	if up[0].Value != 1 {
 		t.Errorf("up = %v", up[0].Value)
 	}
-	logScrape(t, "http://"+target+telemetry.Path, runID)
 }
 
 // near says whether got is want, to 1e-9 relative (CPU seconds are summed
@@ -193,13 +193,20 @@ func logScrape(t *testing.T, url, runID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
+	var lines, temporal []string
+	seen := map[string]bool{}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "wmrl_") && strings.Contains(l, runID) && !strings.Contains(l, "_bucket") {
+		if (strings.HasPrefix(l, "wmrl_") && strings.Contains(l, runID) && !strings.Contains(l, "_bucket")) ||
+			(strings.HasPrefix(l, "temporal_activity_execution_latency_seconds_count") && strings.Contains(l, `"Execute"`)) {
 			lines = append(lines, l)
 		}
+		if name, _, _ := strings.Cut(l, "{"); strings.HasPrefix(name, "temporal_") && !seen[name] {
+			seen[name] = true
+			temporal = append(temporal, name)
+		}
 	}
-	t.Logf("GET %s (wmrl series of the run):\n%s", url, strings.Join(lines, "\n"))
+	t.Logf("GET %s (wmrl series of the run, the SDK's count of Execute activities):\n%s", url, strings.Join(lines, "\n"))
+	t.Logf("the Temporal SDK's series: %s", strings.Join(temporal, " "))
 }
 
 // failingSandbox is a real sandbox whose first executions fail, as a

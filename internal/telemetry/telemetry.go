@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -69,9 +70,13 @@ func New(onError func(error)) (*Exporter, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	// The SDK's timers become Prometheus histograms (summaries cannot be
-	// aggregated across workers); names and labels are sanitized and named
-	// as the SDK's other integrations name them (temporal_..._total,
-	// temporal_..._seconds).
+	// aggregated across workers); names and label names are sanitized and
+	// named as the SDK's other integrations name them (temporal_..._total,
+	// temporal_..._seconds). Label values are kept as they are: the
+	// contrib's options would turn the namespace and queue names
+	// (wmrl-control) into wmrl_control, which Temporal knows by no name.
+	sanitize := sdktally.PrometheusSanitizeOptions
+	sanitize.ValueCharacters = tally.ValidCharacters{Ranges: []tally.SanitizeRange{{0, unicode.MaxRune}}}
 	reporter := tallyprom.NewReporter(tallyprom.Options{
 		Registerer:       reg,
 		DefaultTimerType: tallyprom.HistogramTimerType,
@@ -80,7 +85,7 @@ func New(onError func(error)) (*Exporter, error) {
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		SanitizeOptions: &sanitize,
 	}, reportEvery)
 	return &Exporter{
 		reg:      reg,

@@ -44,7 +44,8 @@ func TestExporterServes(t *testing.T) {
 	r.HeldOut(run, 3, 0.75)
 	r.HeldOut(Run{ID: "r2", Mode: "grpo"}, 1, 0.5)
 
-	e.TemporalHandler().WithTags(map[string]string{"namespace": "test"}).Counter("temporal_request").Inc(2)
+	e.TemporalHandler().WithTags(map[string]string{"namespace": "wmrl-test", "task_queue": "wmrl-control"}).
+		Counter("temporal_request").Inc(2)
 
 	url := "http://" + e.Addr().String() + Path
 	want := `
@@ -108,9 +109,9 @@ wmrl_heldout_checkpoint{mode="wmrl",run="r1"} 3
 		}
 	}
 	// tally reports every second: the SDK's counter, named the Prometheus
-	// way, appears within a few.
+	// way, with its labels' values as they were, appears within a few.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(body, `temporal_request_total{namespace="test"} 2`) {
+	for !strings.Contains(body, `temporal_request_total{namespace="wmrl-test",task_queue="wmrl-control"} 2`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no temporal_request_total in:\n%s", body)
 		}
