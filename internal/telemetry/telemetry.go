@@ -128,9 +128,9 @@ func (e *Exporter) Listen(addr string) error {
 	if e.srv != nil {
 		return errors.New("metrics: already listening")
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr) // its error names the address
 	if err != nil {
-		return fmt.Errorf("metrics address %s: %w", addr, err)
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, e.Handler())
