@@ -152,7 +152,11 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if err := req.Validate(); err != nil {
 		return invalid(err)
 	}
-	return a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics)
+	if err := a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics); err != nil {
+		return err
+	}
+	a.Metrics.StepCompleted(a.metricsRun(ctx, req.RunID), req.Step, req.Metrics.Rho)
+	return nil
 }
 
 // StepMetrics summarises a completed step (metrics.Step, stored as its
