@@ -95,39 +95,39 @@ func short(h string) string {
 // executed trajectories and the mean training reward.
 func stepLine(step int, res StepResult) string {
 	m := res.Metrics
-	var b strings.Builder
-	fmt.Fprintf(&b, "step %d: ρ %.3f", step, res.Rho)
+	s := fmt.Sprintf("step %d: ρ %.3f", step, res.Rho)
 	if res.Calibration != nil {
-		fmt.Fprintf(&b, ", bias %+.4f → %+.4f (%d pairs)", m.BiasBefore, m.BiasAfter, m.CalibrationPairs)
+		s += fmt.Sprintf(", bias %+.4f → %+.4f (%d pairs)", m.BiasBefore, m.BiasAfter, m.CalibrationPairs)
 	}
-	fmt.Fprintf(&b, ", %d executed", m.Executed)
+	s += fmt.Sprintf(", %d executed", m.Executed)
 	if m.Ungraded > 0 {
-		fmt.Fprintf(&b, " (%d ungraded)", m.Ungraded)
+		s += fmt.Sprintf(" (%d ungraded)", m.Ungraded)
 	}
-	fmt.Fprintf(&b, ", mean reward %.4f, checkpoint %d", m.MeanReward, res.Checkpoint.Version)
-	return b.String()
+	return s + fmt.Sprintf(", mean reward %.4f, checkpoint %d", m.MeanReward, res.Checkpoint.Version)
 }
 
 // runDetails is the run's current details (Markdown): where it is, its
 // last step's line and its latest held-out score.
 func runDetails(runID string, steps int, st *RunState, state string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "run **%s**: %s, %d of %d steps done, checkpoint %d (%s)",
-		runID, state, st.Step, steps, st.Checkpoint.Version, short(st.Checkpoint.Hash))
-	if st.Last != nil {
-		fmt.Fprintf(&b, "  \nlast step %d: ρ %.3f, %d executed, mean reward %.4f",
-			st.Last.Step, st.Last.Metrics.Rho, st.Last.Metrics.Executed, st.Last.Metrics.MeanReward)
-		if m := st.Last.Metrics; m.CalibrationPairs > 0 {
-			fmt.Fprintf(&b, ", bias %+.4f → %+.4f", m.BiasBefore, m.BiasAfter)
+	lines := []string{fmt.Sprintf("run **%s**: %s, %d of %d steps done, checkpoint %d (%s)",
+		runID, state, st.Step, steps, st.Checkpoint.Version, short(st.Checkpoint.Hash))}
+	if l := st.Last; l != nil {
+		m := l.Metrics
+		line := fmt.Sprintf("last step %d: ρ %.3f, %d executed, mean reward %.4f", l.Step, m.Rho, m.Executed, m.MeanReward)
+		if m.CalibrationPairs > 0 {
+			line += fmt.Sprintf(", bias %+.4f → %+.4f", m.BiasBefore, m.BiasAfter)
 		}
+		lines = append(lines, line)
 	}
 	if h := st.HeldOut; h != nil {
-		fmt.Fprintf(&b, "  \nheld-out %.4f at checkpoint %d (%d tasks, %d samples)", h.Score, h.Version, h.Tasks, h.Samples)
+		lines = append(lines, fmt.Sprintf("held-out %.4f at checkpoint %d (%d tasks, %d samples)",
+			h.Score, h.Version, h.Tasks, h.Samples))
 	}
 	if v := st.WorldModel; v != nil {
-		fmt.Fprintf(&b, "  \nworld model refreshed after step %d (%s)", v.Step, short(v.Hash))
+		lines = append(lines, fmt.Sprintf("world model refreshed after step %d (%s)", v.Step, short(v.Hash)))
 	}
-	return b.String()
+	// Two trailing spaces: a Markdown line break.
+	return strings.Join(lines, "  \n")
 }
 
 // taskOf is the task of group g's generation, "" when unknown.
