@@ -1,17 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,8 +90,14 @@ func TestUIAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The static summary is on the run's first execution; continue-as-new
+	// carries the memo over.
+	first, err := e.tc.DescribeWorkflowExecution(ctx, name, d.GetWorkflowExecutionInfo().GetFirstRunId())
+	if err != nil {
+		t.Fatal(err)
+	}
 	wantRun := runSummary(workflows.RunInput{RunID: name, Config: cfg})
-	if got := decodeString(t, d.GetExecutionConfig().GetUserMetadata().GetSummary()); got != wantRun {
+	if got := decodeString(t, first.GetExecutionConfig().GetUserMetadata().GetSummary()); got != wantRun {
 		t.Errorf("run summary %q, want %q", got, wantRun)
 	}
 	var memo runconfig.Config
@@ -113,40 +120,45 @@ func TestUIAudit(t *testing.T) {
 	if got := decodeString(t, sd.GetExecutionConfig().GetUserMetadata().GetSummary()); got != "step 1 wmrl" {
 		t.Errorf("step summary %q, want %q", got, "step 1 wmrl")
 	}
-	var update, finish string
-	activitiesSeen := 0
+	// Every activity's summary, by its type: ActivityTaskScheduled events,
+	// and the markers of local activities (their type is in the marker's
+	// data).
+	summaries := map[string][]string{}
 	for _, ev := range history(t, e.tc, stepID) {
 		var kind string
 		switch ev.GetEventType() {
 		case enums.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			kind = ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
 		case enums.EVENT_TYPE_MARKER_RECORDED:
-			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() != "LocalActivity" {
+			m := ev.GetMarkerRecordedEventAttributes()
+			if m.GetMarkerName() != "LocalActivity" {
 				continue
 			}
-			kind = "local activity"
+			var data struct{ ActivityType string }
+			if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &data); err != nil {
+				t.Fatalf("event %d: %v", ev.GetEventId(), err)
+			}
+			kind = data.ActivityType
 		default:
 			continue
 		}
-		activitiesSeen++
 		s := decodeString(t, ev.GetUserMetadata().GetSummary())
 		if s == "" {
 			t.Errorf("event %d (%s) has no summary", ev.GetEventId(), kind)
 		}
-		switch {
-		case strings.HasPrefix(s, "Update "):
-			update = s
-		case strings.HasPrefix(s, "FinishStep "):
-			finish = s
+		summaries[kind] = append(summaries[kind], s)
+	}
+	t.Logf("step 1's summaries: %q", summaries)
+	for _, k := range []string{"StartStep", "Generate", "ScoreWorldModel", "Execute", "CalibrateAndFuse", "Update", "FinishStep"} {
+		if len(summaries[k]) == 0 {
+			t.Errorf("no %s in step 1's history", k)
 		}
 	}
-	if activitiesSeen < 10 {
-		t.Errorf("%d activities in step 1's history", activitiesSeen)
-	}
-	if update != "Update step 1 -> checkpoint 2" {
+	update, finish := strings.Join(summaries["Update"], ""), strings.Join(summaries["FinishStep"], "")
+	if update != "step 1 -> checkpoint 2" {
 		t.Errorf("Update summary %q", update)
 	}
-	if !strings.HasPrefix(finish, "FinishStep step 1: ρ ") || !strings.Contains(finish, "executed, mean reward") {
+	if !strings.HasPrefix(finish, "step 1: ρ ") || !strings.Contains(finish, "executed, mean reward") {
 		t.Errorf("FinishStep summary %q", finish)
 	}
 	v, err := e.tc.QueryWorkflow(ctx, stepID, "", "__temporal_workflow_metadata")
@@ -158,7 +170,7 @@ func TestUIAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := md.GetCurrentDetails()
-	if "FinishStep "+line != finish {
+	if line != finish {
 		t.Errorf("step current details %q, FinishStep summary %q", line, finish)
 	}
 	t.Logf("step 1: %s", line)
@@ -174,18 +186,20 @@ func TestUIAudit(t *testing.T) {
 		sd.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	pages := []struct {
 		path, shot string
-		want       []string
+		// heading is the heading scrolled to the top for the screenshot.
+		heading string
+		want    []string
 	}{
-		// The history: the step's summary in its header, the activities'
-		// summaries in the event list.
-		{"/history", "step.png", []string{"step 1 wmrl", update}},
-		// The metadata tab: summary, details and current details.
-		{"/metadata", "step-metadata.png", []string{"step 1 wmrl", "run **" + name + "**", line}},
+		// The event history and the timeline: the activities' summaries.
+		{"/history", "step-history.png", "Event History", []string{update, finish, summaries["Execute"][0]}},
+		{"/timeline", "step-timeline.png", "Timeline", []string{update, summaries["Execute"][0]}},
+		// The user metadata tab: summary, details and current details.
+		{"/user-metadata", "step-metadata.png", "", []string{"step 1 wmrl", "run " + name + ", mode wmrl, step 1 of 3", line}},
 	}
 	for _, p := range pages {
-		dom := render(t, browser, base+p.path, filepath.Join(shots, p.shot))
+		text := render(t, browser, base+p.path, filepath.Join(shots, p.shot), p.heading, p.want)
 		for _, w := range p.want {
-			if !strings.Contains(dom, w) {
+			if !strings.Contains(text, w) {
 				t.Errorf("%s: rendered page lacks %q", p.path, w)
 			}
 		}
@@ -236,48 +250,169 @@ func uiURL(t *testing.T) string {
 	return strings.TrimSuffix(u, "/")
 }
 
-// render loads page in headless Chromium until its scripts have rendered
-// it, saves a screenshot to shot and returns the rendered DOM, its HTML
-// entities and its URL-encoded attributes (the UI renders Markdown in an
-// iframe whose src holds the text) decoded.
-func render(t *testing.T, browser, page, shot string) string {
+// render loads page in headless Chromium, driven over the DevTools
+// protocol on a pipe (--remote-debugging-pipe), until the text of the page
+// and of its iframes (the UI renders every summary's Markdown in an
+// iframe, which --dump-dom leaves out) holds every string of want or a
+// minute passes; it scrolls the heading (h1-h3) of that text, if any, to the
+// top, saves a screenshot to shot and returns the page's text.
+func render(t *testing.T, browser, page, shot, heading string, want []string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	profile := t.TempDir()
-	args := func(extra ...string) []string {
-		return append([]string{"--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
-			"--user-data-dir=" + profile, "--window-size=1440,1000", "--virtual-time-budget=20000"}, append(extra, page)...)
+	b := startBrowser(ctx, t, browser)
+	defer b.close()
+	var target struct {
+		TargetID string `json:"targetId"`
 	}
-	out, err := exec.CommandContext(ctx, browser, args("--dump-dom")...).Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v", page, err)
+	b.call(t, "", "Target.createTarget", map[string]any{"url": "about:blank"}, &target)
+	var attached struct {
+		SessionID string `json:"sessionId"`
 	}
+	b.call(t, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached)
+	sid := attached.SessionID
+	b.call(t, sid, "Emulation.setDeviceMetricsOverride",
+		map[string]any{"width": 1280, "height": 820, "deviceScaleFactor": 1, "mobile": false}, nil)
+	b.call(t, sid, "Page.navigate", map[string]any{"url": page}, nil)
+	const text = `(() => {
+		const parts = [document.body ? document.body.innerText : ""];
+		for (const f of document.querySelectorAll("iframe")) {
+			try { parts.push(f.contentDocument.body.innerText); } catch (e) {}
+		}
+		return parts.join("\n");
+	})()`
+	var got string
+	for deadline := time.Now().Add(time.Minute); ; {
+		var r struct {
+			Result struct {
+				Value string `json:"value"`
+			} `json:"result"`
+		}
+		b.call(t, sid, "Runtime.evaluate", map[string]any{"expression": text, "returnByValue": true}, &r)
+		got = r.Result.Value
+		missing := slices.IndexFunc(want, func(w string) bool { return !strings.Contains(got, w) })
+		if missing < 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if heading != "" {
+		h, _ := json.Marshal(heading)
+		scroll := `(() => {
+			const h = [...document.querySelectorAll("h1,h2,h3")].find(e => e.textContent.trim() === ` + string(h) + `);
+			if (h) { h.scrollIntoView({block: "start"}); }
+			return !!h;
+		})()`
+		var r struct {
+			Result struct {
+				Value bool `json:"value"`
+			} `json:"result"`
+		}
+		b.call(t, sid, "Runtime.evaluate", map[string]any{"expression": scroll, "returnByValue": true}, &r)
+		if !r.Result.Value {
+			t.Errorf("%s: no heading %q", page, heading)
+		}
+	}
+	time.Sleep(time.Second) // let the last frames paint
+	var png struct {
+		Data []byte `json:"data"` // base64 in JSON
+	}
+	b.call(t, sid, "Page.captureScreenshot", map[string]any{"format": "png"}, &png)
 	if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if msg, err := exec.CommandContext(ctx, browser, args("--screenshot="+shot)...).CombinedOutput(); err != nil {
-		t.Fatalf("chromium --screenshot %s: %v\n%s", page, err, msg)
+	if err := os.WriteFile(shot, png.Data, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
-		t.Fatalf("screenshot %s: %v (%d bytes)", shot, err, sizeOf(fi))
-	}
-	t.Logf("%s: %d bytes of DOM, screenshot %s", page, len(out), shot)
-	dom := html.UnescapeString(string(out))
-	for _, m := range encodedContent.FindAllStringSubmatch(dom, -1) {
-		if dec, err := url.QueryUnescape(m[1]); err == nil {
-			dom += "\n" + dec
-		}
-	}
-	return dom
+	t.Logf("%s: %d bytes of text, screenshot %s (%d bytes)", page, len(got), shot, len(png.Data))
+	return got
 }
 
-// encodedContent finds the Markdown the UI hands its render iframes.
-var encodedContent = regexp.MustCompile(`content=([^"&]*)`)
+// cdpBrowser is a headless Chromium spoken to over the DevTools protocol on
+// a pipe: JSON messages ended by a NUL byte, Chromium reading fd 3 and
+// writing fd 4.
+type cdpBrowser struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	nextID int
+}
 
-func sizeOf(fi os.FileInfo) int64 {
-	if fi == nil {
-		return 0
+func startBrowser(ctx context.Context, t *testing.T, browser string) *cdpBrowser {
+	t.Helper()
+	toChrome, in, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return fi.Size()
+	out, fromChrome, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+		"--remote-debugging-pipe", "--user-data-dir="+t.TempDir(), "about:blank")
+	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fds 3 and 4
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	toChrome.Close()
+	fromChrome.Close()
+	return &cdpBrowser{cmd: cmd, in: in, out: bufio.NewReader(out)}
+}
+
+// call sends method to the session sid ("" the browser) and decodes its
+// result into res, skipping the events that come before it.
+func (b *cdpBrowser) call(t *testing.T, sid, method string, params, res any) {
+	t.Helper()
+	b.nextID++
+	msg := map[string]any{"id": b.nextID, "method": method, "params": params}
+	if sid != "" {
+		msg["sessionId"] = sid
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.in.Write(append(data, 0)); err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	for {
+		line, err := b.out.ReadBytes(0)
+		if err != nil {
+			t.Fatalf("%s: read: %v", method, err)
+		}
+		var reply struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(line[:len(line)-1], &reply); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if reply.ID != b.nextID {
+			continue // an event, or another reply
+		}
+		if reply.Error != nil {
+			t.Fatalf("%s: %s", method, reply.Error.Message)
+		}
+		if res != nil {
+			if err := json.Unmarshal(reply.Result, res); err != nil {
+				t.Fatalf("%s: %v", method, err)
+			}
+		}
+		return
+	}
+}
+
+func (b *cdpBrowser) close() {
+	b.in.Close() // Chromium exits when its pipe closes
+	done := make(chan struct{})
+	go func() { _ = b.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-done
+	}
 }

@@ -46,14 +46,14 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 		for _, q := range queues {
 			req := activities.PreflightBackendsRequest{Policy: cfg.Policy.Backend, WorldModel: cfg.WorldModel.Backend,
 				Queue: strings.TrimPrefix(q, "wmrl-")}
-			qctx := summarized(ask(q), ui, "PreflightBackends %s: policy %s, world model %s", req.Queue,
+			qctx := summarized(ask(q), ui, "%s worker: policy %s, world model %s", req.Queue,
 				cmp.Or(req.Policy, "builtin"), cmp.Or(req.WorldModel, "builtin"))
 			backends = append(backends, workflow.ExecuteActivity(qctx, activities.NamePreflightBackends, req))
 		}
 	}
 	var res activities.PreflightResponse
 	req := activities.PreflightRequest{Kind: cfg.Sandbox.Kind, Limits: cfg.Sandbox.Limits()}
-	sctx := summarized(ask(QueueSandbox), ui, "Preflight sandbox %s: %d MB, %g CPUs, deadline %gs", cmp.Or(req.Kind, "auto"),
+	sctx := summarized(ask(QueueSandbox), ui, "sandbox %s: %d MB, %g CPUs, deadline %gs", cmp.Or(req.Kind, "auto"),
 		cfg.Sandbox.MemoryMB, cfg.Sandbox.CPUs, cfg.Sandbox.DeadlineSeconds)
 	if err := workflow.ExecuteActivity(sctx, activities.NamePreflight, req).Get(ctx, &res); err != nil {
 		return res, noWorker(err, "sandbox")

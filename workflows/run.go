@@ -164,7 +164,7 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 	if r.st == nil && r.in.ResumeFrom != "" {
 		var res activities.ResumeRunResponse
 		req := activities.ResumeRunRequest{RunID: r.in.RunID, From: r.in.ResumeFrom, Config: cfg}
-		rctx := summarized(ctl, r.ui, "ResumeRun %s from %s", r.in.RunID, r.in.ResumeFrom)
+		rctx := summarized(ctl, r.ui, "run %s from %s", r.in.RunID, r.in.ResumeFrom)
 		if err := workflow.ExecuteActivity(rctx, activities.NameResumeRun, req).Get(ctx, &res); err != nil {
 			return fmt.Errorf("resume from %s: %w", r.in.ResumeFrom, err)
 		}
@@ -199,7 +199,7 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 	if r.st == nil {
 		var created activities.CreateRunResponse
 		req := activities.CreateRunRequest{RunID: r.in.RunID, Config: cfg}
-		cctx := summarized(ctl, r.ui, "CreateRun %s: %s, %d steps, seed %d", r.in.RunID, cfg.Mode, cfg.Steps, cfg.Seed)
+		cctx := summarized(ctl, r.ui, "run %s: %s, %d steps, seed %d", r.in.RunID, cfg.Mode, cfg.Steps, cfg.Seed)
 		if err := workflow.ExecuteActivity(cctx, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
@@ -274,7 +274,7 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 
 func (r *runFlow) setState(ctx workflow.Context, s store.RunState) error {
 	req := activities.SetRunStateRequest{RunID: r.in.RunID, State: s}
-	cctx := summarized(withControl(ctx), r.ui, "SetRunState %s: %s at step %d", r.in.RunID, s, r.st.Step)
+	cctx := summarized(withControl(ctx), r.ui, "%s at step %d", s, r.st.Step)
 	return workflow.ExecuteActivity(cctx, activities.NameSetRunState, req).Get(ctx, nil)
 }
 
@@ -412,7 +412,7 @@ func (r *runFlow) refreshWorldModel(ctx workflow.Context, last int) error {
 	req := activities.RefreshRequest{RunID: r.in.RunID, Step: last, SuiteSeed: r.cfg.SuiteSeed,
 		MinPairs: r.cfg.WorldModel.Refresh.MinPairs}
 	var res activities.RefreshResponse
-	rctx := summarized(withRefresh(ctx), r.ui, "RefreshWorldModel %s on the anchor pairs of steps 0..%d", r.in.RunID, last)
+	rctx := summarized(withRefresh(ctx), r.ui, "on the anchor pairs of steps 0..%d", last)
 	if err := workflow.ExecuteActivity(rctx, activities.NameRefreshWorldModel, req).Get(ctx, &res); err != nil {
 		if serr := r.setState(ctx, store.RunFailed); serr != nil {
 			r.logger.Error("record failure", "error", serr)
@@ -470,7 +470,7 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 		treq.RunID = runID
 	}
 	v := st.Checkpoint.Version
-	tctx := summarized(ctl, ui, "HeldOutTasks checkpoint %d: %d tasks", v, cfg.Eval.Tasks)
+	tctx := summarized(ctl, ui, "checkpoint %d: %d tasks", v, cfg.Eval.Tasks)
 	if err := workflow.ExecuteActivity(tctx, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
 		return fmt.Errorf("held-out tasks: %w", err)
 	}
@@ -480,7 +480,7 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	}
 	limits := cfg.Sandbox.Limits()
 	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
-		ectx := summarized(ev, ui, "Evaluate checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
+		ectx := summarized(ev, ui, "checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
 		return workflow.ExecuteActivity(ectx, activities.NameEvaluate, activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
 			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
@@ -504,7 +504,7 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	}
 	var h store.HeldOut
 	hreq := activities.HeldOutScoreRequest{RunID: runID, Version: st.Checkpoint.Version}
-	hctx := summarized(ctl, ui, "HeldOutScore checkpoint %d", v)
+	hctx := summarized(ctl, ui, "checkpoint %d", v)
 	if err := workflow.ExecuteActivity(hctx, activities.NameHeldOutScore, hreq).Get(ctx, &h); err != nil {
 		return fmt.Errorf("held-out score: %w", err)
 	}

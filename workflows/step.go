@@ -204,10 +204,10 @@ func (s *stepRun) stepRequest() activities.StepRequest {
 func (s *stepRun) start(ctx workflow.Context) error {
 	var err error
 	if s.version >= 1 {
-		lctx := summarizedLocal(withLocalControl(ctx), s.ui, "StartStep step %d", s.in.Step)
+		lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d", s.in.Step)
 		err = workflow.ExecuteLocalActivity(lctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
 	} else {
-		cctx := summarized(withControl(ctx), s.ui, "StartStep step %d", s.in.Step)
+		cctx := summarized(withControl(ctx), s.ui, "step %d", s.in.Step)
 		err = workflow.ExecuteActivity(cctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
 	}
 	if err != nil {
@@ -232,7 +232,7 @@ func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
 // generateCtx, scoreCtx and executeCtx carry the summaries of group g's
 // Generate, ScoreWorldModel and Execute of sample i.
 func (s *stepRun) generateCtx(ctx workflow.Context, g int) workflow.Context {
-	return summarized(ctx, s.ui, "Generate step %d g%d: %d samples from checkpoint %d",
+	return summarized(ctx, s.ui, "step %d g%d: %d samples from checkpoint %d",
 		s.in.Step, g, s.cfg.Samples, s.in.Checkpoint.Version)
 }
 
@@ -244,12 +244,12 @@ func (s *stepRun) scoreCtx(ctx workflow.Context, g int) workflow.Context {
 	if v := s.in.WorldModel; v != nil {
 		by = fmt.Sprintf(" by world model %s", short(v.Hash))
 	}
-	return summarized(ctx, true, "ScoreWorldModel step %d g%d: %d programs %s%s",
+	return summarized(ctx, true, "step %d g%d: %d programs %s%s",
 		s.in.Step, g, s.cfg.Samples, taskOf(s.gen, g), by)
 }
 
 func (s *stepRun) executeCtx(ctx workflow.Context, g, i int) workflow.Context {
-	return summarized(ctx, s.ui, "Execute g%d/s%d %s", g, i, taskOf(s.gen, g))
+	return summarized(ctx, s.ui, "g%d/s%d %s", g, i, taskOf(s.gen, g))
 }
 
 func (s *stepRun) generate(ctx workflow.Context) error {
@@ -293,7 +293,7 @@ func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
 	var u activities.AnchorUncertaintyResponse
-	lctx := summarizedLocal(withLocalControl(ctx), s.ui, "AnchorUncertainty step %d: %d groups", s.in.Step, s.cfg.Groups)
+	lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
 	if err := workflow.ExecuteLocalActivity(lctx, activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
 		return fmt.Errorf("anchor uncertainty: %w", err)
 	}
@@ -539,7 +539,7 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	if s.version >= 1 {
 		var r activities.CalibrateAndFuseResponse
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
-		const format = "CalibrateAndFuse step %d: %s, %d anchor groups"
+		const format = "step %d: %s, %d anchor groups"
 		var f workflow.Future
 		if s.pipeline {
 			lctx := summarizedLocal(withLocalControl(ctx), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
@@ -554,20 +554,20 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		s.res.Calibration, fused = r.Calibration, r.Fuse
 	} else {
 		if record != nil {
-			rctx := summarized(ctl, s.ui, "RecordAnchors step %d: groups %v", s.in.Step, record.Groups)
+			rctx := summarized(ctl, s.ui, "step %d: groups %v", s.in.Step, record.Groups)
 			if err := workflow.ExecuteActivity(rctx, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
 				return fmt.Errorf("record anchors: %w", err)
 			}
 		}
 		if calibrate != nil {
 			var c activities.CalibrationSummary
-			cctx := summarized(ctl, s.ui, "Calibrate step %d", s.in.Step)
+			cctx := summarized(ctl, s.ui, "step %d", s.in.Step)
 			if err := workflow.ExecuteActivity(cctx, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			s.res.Calibration = &c
 		}
-		fctx := summarized(ctl, s.ui, "Fuse step %d: %s, %d anchor groups", s.in.Step, s.cfg.Mode, len(s.res.Anchors))
+		fctx := summarized(ctl, s.ui, "step %d: %s, %d anchor groups", s.in.Step, s.cfg.Mode, len(s.res.Anchors))
 		if err := workflow.ExecuteActivity(fctx, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
 			return fmt.Errorf("fuse: %w", err)
 		}
@@ -595,7 +595,7 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 func (s *stepRun) update(ctx workflow.Context) error {
 	var up activities.UpdateResponse
 	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
-	gctx := summarized(withGPU(ctx), s.ui, "Update step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
+	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
 	if err := workflow.ExecuteActivity(gctx, activities.NameUpdate, req).Get(ctx, &up); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
@@ -610,7 +610,7 @@ func (s *stepRun) finish(ctx workflow.Context) error {
 	var err error
 	line := ""
 	if s.ui {
-		line = "FinishStep " + stepLine(s.in.Step, s.res)
+		line = stepLine(s.in.Step, s.res)
 	}
 	if s.version >= 1 {
 		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx), s.ui, "%s", line),
