@@ -356,7 +356,7 @@ func startBrowser(ctx context.Context, t *testing.T, browser string) *cdpBrowser
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, browser, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--disable-gpu", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
 		"--remote-debugging-pipe", "--user-data-dir="+t.TempDir(), "about:blank")
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fds 3 and 4
 	if err := cmd.Start(); err != nil {

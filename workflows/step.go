@@ -252,12 +252,21 @@ func (s *stepRun) executeCtx(ctx workflow.Context, g, i int) workflow.Context {
 	return summarized(ctx, s.ui, "g%d/s%d %s", g, i, taskOf(s.gen, g))
 }
 
+// genInto is where group g's Generate result is decoded: s.gen[g] under
+// changeUISummaries, nowhere before it (as then).
+func (s *stepRun) genInto(g int) any {
+	if !s.ui {
+		return nil
+	}
+	return &s.gen[g]
+}
+
 func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
 	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
 		return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
 	}, func(g int, f workflow.Future) error {
-		if err := f.Get(ctx, &s.gen[g]); err != nil {
+		if err := f.Get(ctx, s.genInto(g)); err != nil {
 			return fmt.Errorf("generate group %d: %w", g, err)
 		}
 		return nil
@@ -465,7 +474,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 			ok := run(ctx, func() workflow.Future {
 				return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
 			}, func(f workflow.Future) error {
-				if err := f.Get(ctx, &s.gen[g]); err != nil {
+				if err := f.Get(ctx, s.genInto(g)); err != nil {
 					return fmt.Errorf("generate group %d: %w", g, err)
 				}
 				return nil
