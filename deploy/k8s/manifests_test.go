@@ -505,7 +505,7 @@ func TestCrossReferences(t *testing.T) {
 		d := obj.(*appsv1.Deployment)
 		where := "Deployment " + r.name
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != r.replicas {
-			t.Errorf("%s: replicas %v, want %d", where, d.Spec.Replicas, r.replicas)
+			t.Errorf("%s: replicas %s, want %d", where, replicas(d), r.replicas)
 		}
 		if len(d.Spec.Template.Spec.Containers) != 1 {
 			t.Errorf("%s: %d containers, want 1", where, len(d.Spec.Template.Spec.Containers))
@@ -684,6 +684,14 @@ func subset(sel, labels map[string]string) bool {
 	return true
 }
 
+// replicas is a Deployment's replicas, or "unset".
+func replicas(d *appsv1.Deployment) string {
+	if d.Spec.Replicas == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*d.Spec.Replicas)
+}
+
 // kind is the kind the object was decoded from.
 func kind(obj runtime.Object) string { return obj.GetObjectKind().GroupVersionKind().Kind }
 
@@ -693,4 +701,163 @@ func meta(obj runtime.Object) metav1.Object {
 		panic(err) // every kind the decoder knows has metadata
 	}
 	return m
+}
+
+// composeFile is the part of deploy/compose/docker-compose.yml the parity
+// test reads.
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `json:"image"`
+		Command     []string          `json:"command"`
+		Entrypoint  []string          `json:"entrypoint"`
+		Environment map[string]string `json:"environment"`
+		Volumes     []string          `json:"volumes"`
+		Tmpfs       []string          `json:"tmpfs"`
+		Profiles    []string          `json:"profiles"`
+		Healthcheck *struct {
+			Test []string `json:"test"`
+		} `json:"healthcheck"`
+	} `json:"services"`
+}
+
+// composePath is the compose deployment the manifests mirror.
+const composePath = "../compose/docker-compose.yml"
+
+// TestComposeParity checks the manifests against the compose deployment:
+// the same worker roles with the same arguments, environment and volumes,
+// the same Temporal command and health check, Postgres environment and
+// migration command.
+func TestComposeParity(t *testing.T) {
+	data, err := os.ReadFile(composePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s is not in this tree", composePath)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(data, &cf); err != nil {
+		t.Fatalf("%s: %v", composePath, err)
+	}
+	if len(cf.Services) == 0 {
+		t.Fatalf("%s: no services", composePath)
+	}
+	byKind := map[string]map[string]runtime.Object{}
+	for _, o := range built(t) {
+		if byKind[kind(o.obj)] == nil {
+			byKind[kind(o.obj)] = map[string]runtime.Object{}
+		}
+		byKind[kind(o.obj)][meta(o.obj).GetName()] = o.obj
+	}
+	plainEnv := func(c corev1.Container) map[string]string {
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env[e.Name] = e.Value
+			}
+		}
+		return env
+	}
+
+	// Workers: compose's services of ${WMRL_IMAGE} serving queues, counted
+	// by their command, are the Deployments with those arguments.
+	type role struct {
+		count int
+		env   map[string]string
+		svc   string
+	}
+	roles := map[string]*role{}
+	for name, s := range cf.Services {
+		if len(s.Profiles) > 0 || len(s.Command) != 1 || !strings.HasPrefix(s.Command[0], "--queues=") {
+			continue
+		}
+		if s.Image != "${WMRL_IMAGE}" {
+			t.Errorf("compose %s: image %s, want ${WMRL_IMAGE}", name, s.Image)
+		}
+		if !slices.Contains(s.Volumes, "data:/data") || len(s.Tmpfs) != 1 || !strings.HasPrefix(s.Tmpfs[0], "/tmp:") {
+			t.Errorf("compose %s: volumes %v tmpfs %v, want data:/data and a tmpfs at /tmp, as the Deployments have", name, s.Volumes, s.Tmpfs)
+		}
+		r := roles[s.Command[0]]
+		if r == nil {
+			r = &role{env: s.Environment, svc: name}
+			roles[s.Command[0]] = r
+		}
+		r.count++
+	}
+	if len(roles) == 0 {
+		t.Fatalf("%s: no worker services", composePath)
+	}
+	seen := map[string]bool{}
+	for _, obj := range byKind["Deployment"] {
+		d := obj.(*appsv1.Deployment)
+		c := d.Spec.Template.Spec.Containers[0]
+		if len(c.Args) != 1 || !strings.HasPrefix(c.Args[0], "--queues=") {
+			continue
+		}
+		r := roles[c.Args[0]]
+		if r == nil {
+			t.Errorf("Deployment %s (%s): no compose service serves those queues", d.Name, c.Args[0])
+			continue
+		}
+		seen[c.Args[0]] = true
+		if d.Spec.Replicas == nil || int(*d.Spec.Replicas) != r.count {
+			t.Errorf("Deployment %s: replicas %s, compose runs %d", d.Name, replicas(d), r.count)
+		}
+		if got := plainEnv(c); !maps.Equal(got, r.env) {
+			t.Errorf("Deployment %s: environment %v, compose %s has %v", d.Name, got, r.svc, r.env)
+		}
+	}
+	for q, r := range roles {
+		if !seen[q] {
+			t.Errorf("compose %s (%s): no Deployment with those arguments", r.svc, q)
+		}
+	}
+
+	// Temporal.
+	if s, ok := cf.Services["temporal"]; !ok {
+		t.Error("compose: no service temporal")
+	} else if d, ok := byKind["Deployment"]["temporal"].(*appsv1.Deployment); ok {
+		c := d.Spec.Template.Spec.Containers[0]
+		if !slices.Equal(c.Args, s.Command) {
+			t.Errorf("Deployment temporal: args %q, compose command %q", c.Args, s.Command)
+		}
+		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" ||
+			c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || !slices.Equal(c.ReadinessProbe.Exec.Command, s.Healthcheck.Test[1:]) {
+			t.Errorf("Deployment temporal: readiness probe is not compose's health check %v", s.Healthcheck)
+		}
+		if s.Image != "${WMRL_TEMPORAL_IMAGE}" || !strings.HasPrefix(c.Image, "wmrl-temporal:") {
+			t.Errorf("temporal: image %s here, %s in compose", c.Image, s.Image)
+		}
+	}
+
+	// Postgres.
+	if s, ok := cf.Services["postgres"]; !ok {
+		t.Error("compose: no service postgres")
+	} else if st, ok := byKind["StatefulSet"]["postgres"].(*appsv1.StatefulSet); ok {
+		c := st.Spec.Template.Spec.Containers[0]
+		env := plainEnv(c)
+		for k, v := range s.Environment {
+			if _, ok := env[k]; !ok {
+				t.Errorf("StatefulSet postgres: no %s (compose sets it)", k)
+			} else if k != "POSTGRES_PASSWORD_FILE" && env[k] != v {
+				t.Errorf("StatefulSet postgres: %s=%q, compose %q", k, env[k], v)
+			}
+		}
+		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 ||
+			c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || !slices.Equal(c.ReadinessProbe.Exec.Command, s.Healthcheck.Test[1:]) {
+			t.Errorf("StatefulSet postgres: readiness probe is not compose's health check %v", s.Healthcheck)
+		}
+		if s.Image != "${WMRL_POSTGRES_IMAGE}" || !strings.HasPrefix(c.Image, "wmrl-postgres:") {
+			t.Errorf("postgres: image %s here, %s in compose", c.Image, s.Image)
+		}
+	}
+
+	// The migration.
+	if s, ok := cf.Services["migrate"]; !ok {
+		t.Error("compose: no service migrate")
+	} else if j, ok := byKind["Job"]["migrate"].(*batchv1.Job); ok {
+		if c := j.Spec.Template.Spec.Containers[0]; !slices.Equal(c.Command, s.Entrypoint) {
+			t.Errorf("Job migrate: command %q, compose entrypoint %q", c.Command, s.Entrypoint)
+		}
+	}
 }
