@@ -17,6 +17,7 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // ErrInvalidInput is the application error type of a request that fails
@@ -59,6 +60,9 @@ type Activities struct {
 	// were written under another key keep working.
 	RunsKey string
 	Logger  *zap.Logger
+	// Metrics records wmrl's Prometheus series (wmrl-worker
+	// --metrics-addr); nil records nothing.
+	Metrics *telemetry.Recorder
 
 	// configCache maps a run id to its recorded runconfig.Config.
 	configCache sync.Map
@@ -116,6 +120,20 @@ func heartbeat(ctx context.Context, details ...any) {
 	if activity.IsActivity(ctx) {
 		activity.RecordHeartbeat(ctx, details...)
 	}
+}
+
+// metricsRun labels a run's series: its id and mode (the recorded
+// config's; "unknown" when it cannot be read). Without a recorder it reads
+// nothing.
+func (a *Activities) metricsRun(ctx context.Context, run string) telemetry.Run {
+	if a.Metrics == nil {
+		return telemetry.Run{}
+	}
+	m := "unknown"
+	if cfg, err := a.runConfig(ctx, run); err == nil {
+		m = string(cfg.Mode)
+	}
+	return telemetry.Run{ID: run, Mode: m}
 }
 
 func (a *Activities) runDir(run string) string {
@@ -187,7 +205,7 @@ func (a *Activities) checkpoint(ctx context.Context, run string, ref CheckpointR
 	if c.Hash != ref.Hash {
 		return backend.Checkpoint{}, invalid(fmt.Errorf("checkpoint %d of run %s has hash %s, request says %s", ref.Version, run, c.Hash, ref.Hash))
 	}
-	return backend.Checkpoint{Version: c.Version, Hash: c.Hash, Location: c.Location}, nil
+	return backend.Checkpoint{Version: c.Version, Hash: c.Hash, Location: c.Location, State: c.State}, nil
 }
 
 // writeJSON writes v to path atomically (temporary file, then rename).

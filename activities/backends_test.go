@@ -260,16 +260,3 @@ func TestRunPicksItsTaskSource(t *testing.T) {
 		t.Errorf("CreateRun on a worker without the store = %v, want a non-retryable error naming tasks", err)
 	}
 }
-
-// A run of a Tinker-trained policy is not continued (its weights would
-// need loading back): refused for good, naming the field.
-func TestTinkerRunNotContinued(t *testing.T) {
-	a, _ := newTestActivities(t)
-	cfg := tinyConfig(t)
-	cfg.Policy.Backend = backend.Tinker
-	_, err := a.ResumeRun(t.Context(), ResumeRunRequest{RunID: "new", From: "old", Config: cfg})
-	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), `policy.backend: "tinker"`) {
-		t.Errorf("ResumeRun of a tinker run = %v", err)
-	}
-}

@@ -186,5 +186,8 @@ func (a *Activities) Calibrate(ctx context.Context, req CalibrateRequest) (Calib
 		}
 		return CalibrationSummary{}, err
 	}
+	if c.BiasBefore != nil {
+		a.Metrics.Calibration(a.metricsRun(ctx, req.RunID), sum.Pairs, sum.BiasBefore, sum.BiasAfter)
+	}
 	return sum, nil
 }

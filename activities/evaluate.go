@@ -9,6 +9,7 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // HeldOutTasksRequest asks for the held-out tasks of a suite.
@@ -127,7 +128,8 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 	resp.Resumed = start
 	for i := start; i < len(progs); i++ {
 		g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: progs[i], Seed: plan.EvalExecSeed(req.Seed, version, task.ID, i),
-			Key: backend.EvalKey(req.RunID, version, task.ID, i)}, req.Limits, req.Budget, fmt.Sprintf("evaluate %s sample %d", task.ID, i))
+			Key: backend.EvalKey(req.RunID, version, task.ID, i)}, req.Limits, req.Budget, fmt.Sprintf("evaluate %s sample %d", task.ID, i),
+			telemetry.PhaseHeldOut)
 		if err != nil {
 			return EvaluateResponse{}, err
 		}
@@ -159,5 +161,9 @@ func (a *Activities) HeldOutScore(ctx context.Context, req HeldOutScoreRequest) 
 	if err := (StepRequest{RunID: req.RunID, Step: req.Version}).Validate(); err != nil {
 		return store.HeldOut{}, invalid(err)
 	}
-	return a.Store.HeldOutScore(ctx, req.RunID, req.Version)
+	h, err := a.Store.HeldOutScore(ctx, req.RunID, req.Version)
+	if err == nil && h.Tasks > 0 {
+		a.Metrics.HeldOut(a.metricsRun(ctx, req.RunID), req.Version, h.Score)
+	}
+	return h, err
 }

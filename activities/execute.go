@@ -11,6 +11,7 @@ import (
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // ExecuteRequest asks for the real execution of one trajectory.
@@ -94,7 +95,8 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 		return ExecuteResponse{}, err
 	}
 	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Program, Key: req.key().String(),
-		Seed: plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample)}, req.Limits, req.Budget, "execute "+req.key().String())
+		Seed: plan.ExecSeed(req.Seed, req.Step, req.Group, req.Sample)}, req.Limits, req.Budget, "execute "+req.key().String(),
+		telemetry.PhaseTrain)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
@@ -112,9 +114,10 @@ func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 }
 
 // grade executes and grades one solution, heartbeating while it runs;
-// errors say what was graded.
+// errors say what was graded. It records the execution (or the grader's
+// failure) in the worker's metrics, under phase.
 func (a *Activities) grade(ctx context.Context, run string, item backend.GradeItem, limits backend.Limits, maxCost float64,
-	what string) (backend.Grade, error) {
+	what string, phase telemetry.Phase) (backend.Grade, error) {
 	grader, err := a.graderOf(ctx, run)
 	if err != nil {
 		return backend.Grade{}, fmt.Errorf("%s: %w", what, err)
@@ -129,8 +132,14 @@ func (a *Activities) grade(ctx context.Context, run string, item backend.GradeIt
 		err = fmt.Errorf("grader returned %d grades for 1 item", len(gs))
 	}
 	if err != nil {
+		a.Metrics.SandboxFailure(a.metricsRun(ctx, run), phase)
 		return backend.Grade{}, fromPort(fmt.Errorf("%s: %w", what, err))
 	}
+	status := gs[0].Status
+	if !gs[0].Graded {
+		status = backend.StatusUngraded
+	}
+	a.Metrics.Execution(a.metricsRun(ctx, run), phase, status, gs[0].CPUSeconds)
 	return gs[0], nil
 }
 

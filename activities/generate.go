@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
@@ -212,6 +213,7 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 		}
 	}
 	var preds []backend.Prediction
+	called := time.Now()
 	if cfg.WorldModel.Backend == backend.Simulated {
 		sim, ok := wm.(backend.Simulator)
 		if !ok {
@@ -222,6 +224,7 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	} else {
 		preds, err = wm.Score(ctx, items)
 	}
+	a.Metrics.WorldModelCall(a.metricsRun(ctx, req.RunID), time.Since(called), err)
 	if err != nil {
 		return ScoreResponse{}, fromPort(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -76,15 +77,30 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	if err := req.Validate(); err != nil {
 		return ResumeRunResponse{}, invalid(err)
 	}
-	if err := CanContinue(req.Config); err != nil {
-		return ResumeRunResponse{}, invalid(err)
-	}
 	last, ok, err := a.Store.LastCompletedStep(ctx, req.From)
 	if err != nil {
 		return ResumeRunResponse{}, err
 	}
 	if !ok {
 		return ResumeRunResponse{}, invalid(fmt.Errorf("run %s has no completed step to resume from", req.From))
+	}
+	from, err := a.Store.Checkpoint(ctx, req.From, last+1)
+	if errors.Is(err, store.ErrNotFound) {
+		return ResumeRunResponse{}, invalid(err)
+	}
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if err := CanContinue(req.Config, from); err != nil {
+		return ResumeRunResponse{}, invalid(fmt.Errorf("run %s: %w", req.From, err))
+	}
+	var cont backend.Continuer
+	if b := req.Config.Policy.Backend; b != "" && b != backend.Builtin {
+		pol, err := a.policyNamed(b)
+		if err != nil {
+			return ResumeRunResponse{}, err
+		}
+		cont, _ = pol.(backend.Continuer)
 	}
 	raw, err := json.Marshal(req.Config)
 	if err != nil {
@@ -98,6 +114,30 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	}
 	if err != nil {
 		return ResumeRunResponse{}, err
+	}
+	if cont != nil {
+		// The new run's own model, put at the old run's checkpoint last+1.
+		var ck backend.Checkpoint
+		err := withHeartbeat(ctx, func() error {
+			var err error
+			ck, err = cont.Continue(ctx, backend.ContinueRequest{Run: req.RunID, From: req.From,
+				Checkpoint: backend.Checkpoint{Version: from.Version, Hash: from.Hash, Location: from.Location, State: from.State},
+				Suite:      cfg.SuiteSeed, Seed: plan.InitSeed(cfg.Seed), Settings: policySettings(cfg)})
+			return err
+		})
+		if err != nil {
+			return ResumeRunResponse{}, fromPort(err)
+		}
+		if ck.Version != last+1 {
+			return ResumeRunResponse{}, invalid(fmt.Errorf("continue: the policy returned checkpoint %d, want %d", ck.Version, last+1))
+		}
+		err = a.Store.ContinueCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: ck.Version, Hash: ck.Hash, Location: ck.Location, State: ck.State})
+		if errors.Is(err, store.ErrConflict) {
+			return ResumeRunResponse{}, invalid(err)
+		}
+		if err != nil {
+			return ResumeRunResponse{}, err
+		}
 	}
 	resp := ResumeRunResponse{Step: last + 1, Rho: 1, AnchorFraction: cfg.Anchors.Fraction, LastAnchors: []int{}}
 	cp, err := a.Store.Checkpoint(ctx, req.RunID, last+1)
@@ -154,17 +194,19 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	return resp, nil
 }
 
-// CanContinue refuses to continue a run whose policy cannot be put back at
-// an earlier checkpoint. A Tinker model's weights are the training
-// service's state: continuing from the last completed step needs the
-// model's weights and optimiser state at that step loaded back
-// (save_weights/load_weights), which the Tinker adapter does not do yet;
-// the run would otherwise go on from whatever state the model reached
-// (perhaps past that step), silently.
-func CanContinue(cfg runconfig.Config) error {
-	if cfg.Policy.Backend == backend.Tinker {
-		return fmt.Errorf("policy.backend: %q: a run of a Tinker-trained policy cannot be continued yet (its weights "+
-			"would need loading back to the last completed step); start a new run", backend.Tinker)
+// CanContinue refuses to continue a run from its checkpoint from (the one
+// after its last completed step) when the policy cannot be put back there.
+// A Tinker model's weights are the training service's state, which the
+// run's later requests may have moved past that step: a continued run
+// creates a model of its own and loads into it the training weights and
+// optimiser state the old run saved with the checkpoint (Checkpoint.State,
+// save_weights after each optimiser step). A checkpoint recorded without
+// them (before wmrl saved them) cannot be continued. The built-in policy's
+// checkpoint file is its whole state.
+func CanContinue(cfg runconfig.Config, from store.Checkpoint) error {
+	if cfg.Policy.Backend == backend.Tinker && from.State == "" {
+		return fmt.Errorf("policy.backend: %q: checkpoint %d has no saved training weights (runs recorded before wmrl "+
+			"saved them after each optimiser step cannot be continued); start a new run", backend.Tinker, from.Version)
 	}
 	return nil
 }

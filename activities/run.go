@@ -78,7 +78,7 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 		return CreateRunResponse{}, fromPort(err)
 	}
 	ref := CheckpointRef{Version: 0, Hash: ck.Hash}
-	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: ck.Location}); err != nil {
+	if err := a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: 0, Hash: ref.Hash, Location: ck.Location, State: ck.State}); err != nil {
 		return CreateRunResponse{}, err
 	}
 	a.log().Info("run created", logRun(req.RunID), logStep(0))
@@ -152,7 +152,11 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if err := req.Validate(); err != nil {
 		return invalid(err)
 	}
-	return a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics)
+	if err := a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics); err != nil {
+		return err
+	}
+	a.Metrics.StepCompleted(a.metricsRun(ctx, req.RunID), req.Step, req.Metrics.Rho)
+	return nil
 }
 
 // StepMetrics summarises a completed step (metrics.Step, stored as its

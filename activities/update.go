@@ -103,7 +103,7 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 		return UpdateResponse{}, fmt.Errorf("write update stats: %w", err)
 	}
 	ref := CheckpointRef{Version: next, Hash: ck.Hash}
-	err = a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: next, Hash: ref.Hash, Location: ck.Location})
+	err = a.Store.PutCheckpoint(ctx, store.Checkpoint{Run: req.RunID, Version: next, Hash: ref.Hash, Location: ck.Location, State: ck.State})
 	if errors.Is(err, store.ErrConflict) {
 		return UpdateResponse{}, invalid(err)
 	}

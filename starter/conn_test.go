@@ -119,7 +119,7 @@ func TestHelpGroups(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"Runs":                 {"continue", "inspect", "list", "pause", "resume", "run", "set-anchor-fraction", "status", "stop", "terminate"},
+		"Runs":                 {"continue", "inspect", "list", "pause", "report", "resume", "run", "set-anchor-fraction", "status", "stop", "terminate"},
 		"Method and suite":     {"calibrate", "exec", "suite", "tasks", "worldmodel"},
 		"Setup and benchmarks": {"bench", "migrate", "serve"},
 		"Additional Commands":  {"completion", "help"},
@@ -143,6 +143,7 @@ func TestHelpGroups(t *testing.T) {
 	}{
 		{[]string{"run", "--help"}, []string{"Temporal flags", "--address", "--ui-url", "Postgres flags", "--database-url"}, nil},
 		{[]string{"inspect", "--help"}, []string{"Postgres flags", "--database-url"}, []string{"--address", "Temporal"}},
+		{[]string{"report", "--help"}, []string{"Postgres flags", "--database-url"}, []string{"--address", "Temporal"}},
 		{[]string{"pause", "--help"}, []string{"--address", "--namespace"}, []string{"--database-url"}},
 		{[]string{"migrate", "--help"}, []string{"--database-url"}, []string{"--address"}},
 		{[]string{"worldmodel", "anchors", "--help"}, []string{"--database-url"}, []string{"--address"}},

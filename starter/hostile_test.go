@@ -89,6 +89,11 @@ func TestHostileInput(t *testing.T) {
 		// counts, steps, durations
 		{"inspect step negative", []string{"inspect", "r1", "--step", "-1", db}, exitUsage, "--step -1: want 0..1000000"},
 		{"inspect limit negative", []string{"inspect", "r1", "--limit", "-1", db}, exitUsage, "--limit -1: want 0..1000000"},
+		{"report empty run", []string{"report", ""}, exitUsage, "run name: must not be empty"},
+		{"report slash run", []string{"report", "../x"}, exitUsage, "run name: letters"},
+		{"report maps negative", []string{"report", "r1", "--maps", "-1", db}, exitUsage, "--maps -1: want 0..8"},
+		{"report out empty", []string{"report", "r1", "--out", "", db}, exitUsage, "--out: must not be empty"},
+		{"report unreachable", []string{"report", "r1", db}, exitRuntime, ""},
 		{"list limit negative", []string{"list", "--limit", "-5", db}, exitUsage, "--limit -5: want 0..1000000"},
 		{"status poll zero", []string{"status", "r1", "--poll", "0s", db}, exitUsage, "--poll 0s: want 100ms..1h0m0s"},
 		{"run poll negative", []string{"run", "--preset", "tiny", "--poll", "-1s", db}, exitUsage, "--poll -1s: want 100ms..1h0m0s"},

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +315,15 @@ func testTiny(t *testing.T, e *itEnv) {
 	}
 	if _, err := e.wmrl(t, "inspect", name, "--step", "7"); err == nil || !strings.Contains(err.Error(), "no step 7") {
 		t.Errorf("inspect --step 7: %v", err)
+	}
+	// The report of the real run: every section, a row per step.
+	page := filepath.Join(t.TempDir(), "tiny.html")
+	if out, err := e.wmrl(t, "report", name, "--out", page); err != nil || !strings.Contains(out, "3 of 3 steps completed") {
+		t.Errorf("report: %v\n%s", err, out)
+	} else if b, err := os.ReadFile(page); err != nil {
+		t.Error(err)
+	} else {
+		checkReportPage(t, b, 3, in.Calibration != nil && len(in.Calibration.Map.X) > 0)
 	}
 	if _, err := e.wmrl(t, "status", "no-such-run"); err == nil || !strings.Contains(err.Error(), `no run "no-such-run"`) {
 		t.Errorf("status of an unknown run: %v", err)

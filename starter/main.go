@@ -1,5 +1,5 @@
 // Command wmrl is the command line of wmrl: durable training runs on
-// Temporal (run, status, list, inspect, pause, resume, stop,
+// Temporal (run, status, list, inspect, report, pause, resume, stop,
 // set-anchor-fraction, continue, terminate), offline calibration audits,
 // the built-in suite and its world model, the database schema (migrate),
 // the benchmark (bench reproduce) and the built-in grader and world model
@@ -88,7 +88,7 @@ argument value). Every error is one line on stderr, starting "wmrl: ".`,
 			root.AddCommand(c)
 		}
 	}
-	add(groupRuns, newRunCmd(cf), newStatusCmd(cf), newListCmd(cf), newInspectCmd(cf))
+	add(groupRuns, newRunCmd(cf), newStatusCmd(cf), newListCmd(cf), newInspectCmd(cf), newReportCmd(cf))
 	add(groupRuns, newSignalCmds(cf)...)
 	add(groupRuns, newSetAnchorFractionCmd(cf), newContinueCmd(cf), newTerminateCmd(cf))
 	add(groupMethod, newCalibrateCmd(), newSuiteCmd(), newExecCmd(), newWorldModelCmd(cf))

@@ -34,8 +34,11 @@ trajectories, anchor pairs, calibration maps, fusion states, checkpoints,
 evaluations; one transaction, recorded with resumed_from RUN and resumed_step
 s), then runs from step s+1 with checkpoint s+1, the denoiser state and anchor
 tracker of step s, and the anchor fraction RUN's step s used (the last
-set-anchor-fraction's, else the configuration's). If the start
-fails, nothing is left behind. A run that is still running is refused: stop it
+set-anchor-fraction's, else the configuration's). A run of policy.backend
+tinker trains a model of its own, loaded with the training weights and
+optimiser state RUN saved with checkpoint s+1 (Tinker save_weights and
+load_weights); a Tinker run recorded before wmrl saved them is refused. If
+the start fails, nothing is left behind. A run that is still running is refused: stop it
 or end it with wmrl terminate first.
 
 Then continue follows the new run as wmrl run does (Ctrl-C detaches;
@@ -132,14 +135,15 @@ func planResume(ctx context.Context, tc client.Client, st *store.Store, oldID, n
 	if last+1 >= old.Steps {
 		return p, fmt.Errorf("run %s completed all its %d steps: nothing to continue", oldID, old.Steps)
 	}
-	if _, err := st.Checkpoint(ctx, oldID, last+1); err != nil {
+	from, err := st.Checkpoint(ctx, oldID, last+1)
+	if err != nil {
 		return p, fmt.Errorf("run %s cannot be continued after step %d: %w", oldID, last, err)
 	}
 	p.last = last
 	if p.cfg, err = runConfig(old); err != nil {
 		return p, err
 	}
-	if err := activities.CanContinue(p.cfg); err != nil {
+	if err := activities.CanContinue(p.cfg, from); err != nil {
 		return p, fmt.Errorf("run %s: %w", oldID, err)
 	}
 	if name == "" {

@@ -173,7 +173,10 @@ func checkName(ctx context.Context, tc client.Client, st *store.Store, name stri
 	return nil
 }
 
-// startRun starts the run workflow; a duplicate id is refused clearly.
+// startRun starts the run workflow; a duplicate id is refused clearly. The
+// workflow's memo holds the run's configuration (memoConfig; it holds no
+// secret: where remote backends are and their keys are the workers'), and
+// its static summary says what the run is, for the Temporal Web UI.
 func startRun(ctx context.Context, tc client.Client, in workflows.RunInput) (client.WorkflowRun, error) {
 	we, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       in.RunID,
@@ -181,6 +184,8 @@ func startRun(ctx context.Context, tc client.Client, in workflows.RunInput) (cli
 		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		Memo:                                     map[string]any{memoConfig: in.Config},
+		StaticSummary:                            runSummary(in),
 	}, workflows.TrainingRun, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -190,6 +195,21 @@ func startRun(ctx context.Context, tc client.Client, in workflows.RunInput) (cli
 		return nil, fmt.Errorf("start run %s: %w", in.RunID, err)
 	}
 	return we, nil
+}
+
+// memoConfig is the memo key of a run workflow's configuration (the
+// run's runconfig.Config as JSON; continue-as-new carries the memo over).
+const memoConfig = "config"
+
+// runSummary is a run workflow's static summary: one line of what it runs.
+func runSummary(in workflows.RunInput) string {
+	c := in.Config
+	s := fmt.Sprintf("wmrl run %s: %s, %d steps of %d groups × %d samples, seed %d", in.RunID, c.Mode, c.Steps,
+		c.Groups, c.Samples, c.Seed)
+	if in.ResumeFrom != "" {
+		s += ", continuing " + in.ResumeFrom
+	}
+	return s
 }
 
 // preflight asks a sandbox worker, through the Preflight workflow, whether

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,7 @@ type options struct {
 	worldModel         string
 	backends           string
 	queues             []string
+	metricsAddr        string
 	debug              bool
 }
 
@@ -71,6 +73,7 @@ activities (control), generation (rollout), world-model scoring (worldmodel),
 real executions (sandbox) and policy updates (gpu). --queues chooses which of
 them this process serves, so that sandbox and GPU workers can run on other
 machines; by default it serves all of them. It runs until SIGINT or SIGTERM.
+With --metrics-addr it serves Prometheus metrics at http://ADDR/metrics.
 
 The database must be migrated (wmrl migrate) before the first run.
 
@@ -105,6 +108,9 @@ usage error. An error of the command line is one line on stderr.`,
 	f.StringVar(&o.dataDir, "data-dir", env.DataDir,
 		"directory of checkpoints and fused batches, shared by all workers; each deployment's runs are under "+
 			"runs/<namespace>/<database>-<id> ($"+deployenv.EnvDataDir+")")
+	f.StringVar(&o.metricsAddr, "metrics-addr", env.MetricsAddr,
+		"host:port to serve Prometheus metrics on at /metrics (wmrl's series and the Temporal SDK's); empty: none ($"+
+			deployenv.EnvMetricsAddr+")")
 	f.BoolVar(&o.debug, "debug", false, "log at debug level")
 	f.AddFlagSet(connFlags(&o, env))
 	return cmd
@@ -137,6 +143,11 @@ func (o *options) check(queues string) error {
 	case runconfig.SandboxAuto, runconfig.SandboxDocker, runconfig.SandboxProcess:
 	default:
 		return cmdline.Usagef("--sandbox: %q is not docker, process or auto", o.sandboxKind)
+	}
+	if o.metricsAddr != "" {
+		if _, port, err := net.SplitHostPort(o.metricsAddr); err != nil || port == "" {
+			return cmdline.Usagef("--metrics-addr: %q is not host:port (e.g. :9464 or 127.0.0.1:9464)", o.metricsAddr)
+		}
 	}
 	seen := map[string]bool{}
 	o.queues = nil

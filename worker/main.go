@@ -4,10 +4,11 @@
 // --queues chooses which of them a process serves, so sandbox and GPU
 // workers can run on other machines; by default it serves all of them.
 //
-// Every dependency is created once, here: the Postgres store, the logger
-// and the step's four ports (the built-in backend: the suite cache, the
-// policy, the world model and the sandbox grader). The database must be
-// migrated (`wmrl migrate`) before the first run.
+// Every dependency is created once, here: the Postgres store, the logger,
+// the metrics (--metrics-addr: package telemetry) and the step's four ports
+// (the built-in backend: the suite cache, the policy, the world model and
+// the sandbox grader). The database must be migrated (`wmrl migrate`)
+// before the first run.
 package main
 
 import (
@@ -39,6 +40,7 @@ import (
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/tasks"
+	"github.com/wmrl/wmrl/internal/telemetry"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 	"github.com/wmrl/wmrl/workflows"
 )
@@ -78,11 +80,16 @@ func serves(o options, q string) bool {
 	return false
 }
 
-// run creates every dependency once, starts one worker per served queue and
-// blocks until ctx is cancelled (SIGINT, SIGTERM), then stops the workers,
-// letting running activities finish within their stop timeout.
+// run creates every dependency once, the metrics first (a taken
+// --metrics-addr fails before anything else starts), then serves the
+// queues (serveQueues) until ctx is cancelled (SIGINT, SIGTERM).
 func run(ctx context.Context, o options, logger *zap.Logger) error {
-	acts := &activities.Activities{Logger: logger, DataDir: o.dataDir}
+	exp, err := openMetrics(o.metricsAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer exp.Close()
+	acts := &activities.Activities{Logger: logger, DataDir: o.dataDir, Metrics: exp.Recorder()}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -163,10 +170,38 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 		logger.Info("remote backends", zap.Strings("backends", names))
 	}
 
+	return serveQueues(ctx, o, acts, exp, logger)
+}
+
+// openMetrics creates the worker's metrics and serves them on addr; with
+// no addr, it returns nil (no metrics: a nil recorder and the SDK's no-op
+// handler).
+func openMetrics(addr string, logger *zap.Logger) (*telemetry.Exporter, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	exp, err := telemetry.New(func(err error) { logger.Warn("metrics", zap.Error(err)) })
+	if err != nil {
+		return nil, err
+	}
+	if err := exp.Listen(addr); err != nil {
+		exp.Close()
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	logger.Info("serving metrics", zap.String("url", "http://"+exp.Addr().String()+telemetry.Path))
+	return exp, nil
+}
+
+// serveQueues dials Temporal (its SDK's metrics going to exp), starts one
+// worker per served queue with acts and blocks until ctx is cancelled,
+// then stops the workers, letting running activities finish within their
+// stop timeout.
+func serveQueues(ctx context.Context, o options, acts *activities.Activities, exp *telemetry.Exporter, logger *zap.Logger) error {
 	c, err := client.Dial(client.Options{
-		HostPort:  o.address,
-		Namespace: o.namespace,
-		Logger:    temporallog.New(logger),
+		HostPort:       o.address,
+		Namespace:      o.namespace,
+		Logger:         temporallog.New(logger),
+		MetricsHandler: exp.TemporalHandler(),
 	})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)

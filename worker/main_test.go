@@ -44,8 +44,14 @@ func TestParseFlags(t *testing.T) {
 		o.executor != "/bin/x" || o.worldModel != "wm.json" {
 		t.Fatalf("parsed %+v (exit %d)", o, status)
 	}
-	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "process"}); o.sandboxKind != "process" {
-		t.Errorf("$WMRL_SANDBOX=process: --sandbox %q", o.sandboxKind)
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "process"}); o.sandboxKind != "process" || o.metricsAddr != "" {
+		t.Errorf("$WMRL_SANDBOX=process: --sandbox %q, --metrics-addr %q", o.sandboxKind, o.metricsAddr)
+	}
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "auto", MetricsAddr: ":9464"}); o.metricsAddr != ":9464" {
+		t.Errorf("$WMRL_METRICS_ADDR=:9464: --metrics-addr %q", o.metricsAddr)
+	}
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "auto", MetricsAddr: ":9464"}, "--metrics-addr", "127.0.0.1:9000"); o.metricsAddr != "127.0.0.1:9000" {
+		t.Errorf("--metrics-addr 127.0.0.1:9000 over the environment's: %q", o.metricsAddr)
 	}
 }
 
@@ -57,6 +63,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--queues", "control,cpu"}, `unknown queue "cpu"`},
 		{[]string{"--sandbox", "vm"}, "--sandbox"},
+		{[]string{"--metrics-addr", "9464"}, `--metrics-addr: "9464" is not host:port`},
+		{[]string{"--metrics-addr", "localhost:"}, "--metrics-addr"},
 		{[]string{"--suite-seed", "-1"}, "--suite-seed"},
 		{[]string{"--suite-seed", "x"}, "--suite-seed"},
 		{[]string{"extra"}, "unexpected arguments"},

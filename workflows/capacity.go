@@ -21,6 +21,7 @@ func (s *stepRun) freeCapacity(ctx workflow.Context) (int, error) {
 		return c, nil
 	}
 	ctx = options(ctx, activityOptions{queue: QueueSandbox, startToClose: time.Minute, retryFor: s.cfg.Sandbox.RetryBudget()})
+	ctx = summarized(ctx, s.ui, "step %d", s.in.Step)
 	var n int
 	if err := workflow.ExecuteActivity(ctx, activities.NameGraderCapacity,
 		activities.GraderCapacityRequest{RunID: s.in.RunID}).Get(ctx, &n); err != nil {

@@ -22,6 +22,11 @@
 // last completed step (activity ResumeRun) and continues from there, as
 // `wmrl continue` starts it.
 //
+// Both keep an audit a person can read in the Temporal Web UI (summary.go):
+// a one-line summary on every activity, a static summary on each step
+// child, and the step's result line and the run's progress as their
+// current details.
+//
 // The code here must replay deterministically: no time.Now, no rand, no
 // native go statements, channels or selects (workflow.Go, workflow channels
 // and selectors instead), no ranging over maps (workflowcheck runs in

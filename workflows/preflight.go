@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,6 +35,7 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 	ask := func(queue string) workflow.Context {
 		return options(ctx, activityOptions{queue: queue, startToClose: time.Minute, retryFor: PreflightTimeout})
 	}
+	ui := uiSummaries(ctx)
 	var backends []workflow.Future
 	var queues []string
 	if workflow.GetVersion(ctx, changePreflightBackends, workflow.DefaultVersion, 1) >= 1 {
@@ -44,12 +46,16 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 		for _, q := range queues {
 			req := activities.PreflightBackendsRequest{Policy: cfg.Policy.Backend, WorldModel: cfg.WorldModel.Backend,
 				Queue: strings.TrimPrefix(q, "wmrl-")}
-			backends = append(backends, workflow.ExecuteActivity(ask(q), activities.NamePreflightBackends, req))
+			qctx := summarized(ask(q), ui, "%s worker: policy %s, world model %s", req.Queue,
+				cmp.Or(req.Policy, "builtin"), cmp.Or(req.WorldModel, "builtin"))
+			backends = append(backends, workflow.ExecuteActivity(qctx, activities.NamePreflightBackends, req))
 		}
 	}
 	var res activities.PreflightResponse
 	req := activities.PreflightRequest{Kind: cfg.Sandbox.Kind, Limits: cfg.Sandbox.Limits()}
-	if err := workflow.ExecuteActivity(ask(QueueSandbox), activities.NamePreflight, req).Get(ctx, &res); err != nil {
+	sctx := summarized(ask(QueueSandbox), ui, "sandbox %s: %d MB, %g CPUs, deadline %gs", cmp.Or(req.Kind, "auto"),
+		cfg.Sandbox.MemoryMB, cfg.Sandbox.CPUs, cfg.Sandbox.DeadlineSeconds)
+	if err := workflow.ExecuteActivity(sctx, activities.NamePreflight, req).Get(ctx, &res); err != nil {
 		return res, noWorker(err, "sandbox")
 	}
 	for i, f := range backends {

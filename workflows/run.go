@@ -131,6 +131,7 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 		return RunResult{}, invalidInput(err)
 	}
 	r := &runFlow{in: in, cfg: in.Config, logger: workflow.GetLogger(ctx)}
+	r.ui = uiSummaries(ctx)
 	if err := r.setup(ctx); err != nil {
 		return RunResult{}, err
 	}
@@ -147,6 +148,9 @@ type runFlow struct {
 	logger    log.Logger
 	st        *RunState
 	completed bool
+	// ui is changeUISummaries: activity and step summaries, and the
+	// run's progress as its current details.
+	ui bool
 
 	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
 }
@@ -160,7 +164,8 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 	if r.st == nil && r.in.ResumeFrom != "" {
 		var res activities.ResumeRunResponse
 		req := activities.ResumeRunRequest{RunID: r.in.RunID, From: r.in.ResumeFrom, Config: cfg}
-		if err := workflow.ExecuteActivity(ctl, activities.NameResumeRun, req).Get(ctx, &res); err != nil {
+		rctx := summarized(ctl, r.ui, "run %s from %s", r.in.RunID, r.in.ResumeFrom)
+		if err := workflow.ExecuteActivity(rctx, activities.NameResumeRun, req).Get(ctx, &res); err != nil {
 			return fmt.Errorf("resume from %s: %w", r.in.ResumeFrom, err)
 		}
 		r.st = &RunState{Step: res.Step, Checkpoint: res.Checkpoint, Denoise: res.Denoise, Rho: res.Rho,
@@ -194,12 +199,21 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 	if r.st == nil {
 		var created activities.CreateRunResponse
 		req := activities.CreateRunRequest{RunID: r.in.RunID, Config: cfg}
-		if err := workflow.ExecuteActivity(ctl, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
+		cctx := summarized(ctl, r.ui, "run %s: %s, %d steps, seed %d", r.in.RunID, cfg.Mode, cfg.Steps, cfg.Seed)
+		if err := workflow.ExecuteActivity(cctx, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
 		r.st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
 	}
+	r.details(ctx)
 	return nil
+}
+
+// details sets the run's current details (changeUISummaries).
+func (r *runFlow) details(ctx workflow.Context) {
+	if r.ui {
+		workflow.SetCurrentDetails(ctx, runDetails(r.in.RunID, r.cfg.Steps, r.st, r.state()))
+	}
 }
 
 func (r *runFlow) state() string {
@@ -260,7 +274,8 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 
 func (r *runFlow) setState(ctx workflow.Context, s store.RunState) error {
 	req := activities.SetRunStateRequest{RunID: r.in.RunID, State: s}
-	return workflow.ExecuteActivity(withControl(ctx), activities.NameSetRunState, req).Get(ctx, nil)
+	cctx := summarized(withControl(ctx), r.ui, "%s at step %d", s, r.st.Step)
+	return workflow.ExecuteActivity(cctx, activities.NameSetRunState, req).Get(ctx, nil)
 }
 
 // loop runs the steps: it waits while paused, ends early when stopped,
@@ -279,12 +294,14 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 				return RunResult{}, fmt.Errorf("record pause: %w", err)
 			}
 			logger.Info("paused", "step", st.Step)
+			r.details(ctx)
 			if err := workflow.Await(ctx, func() bool { return !st.Paused || st.Stopping }); err != nil {
 				return RunResult{}, err
 			}
 			if err := r.setState(ctx, store.RunRunning); err != nil {
 				return RunResult{}, fmt.Errorf("record resume: %w", err)
 			}
+			r.details(ctx)
 		}
 		if st.Stopping {
 			break
@@ -316,13 +333,14 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			}
 		}
 		if cfg.Eval.Every > 0 && st.Step%cfg.Eval.Every == 0 && st.Step < cfg.Steps {
-			if err := evaluate(ctx, r.in.RunID, cfg, st); err != nil {
+			if err := evaluate(ctx, r.in.RunID, cfg, st, r.ui); err != nil {
 				return RunResult{}, err
 			}
+			r.details(ctx)
 		}
 	}
 	if st.Step > 0 && (st.HeldOut == nil || st.HeldOut.Version != st.Step) {
-		if err := evaluate(ctx, r.in.RunID, cfg, st); err != nil {
+		if err := evaluate(ctx, r.in.RunID, cfg, st, r.ui); err != nil {
 			return RunResult{}, err
 		}
 	}
@@ -330,6 +348,7 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 		return RunResult{}, fmt.Errorf("record completion: %w", err)
 	}
 	r.completed = true
+	r.details(ctx)
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return RunResult{}, err
 	}
@@ -341,13 +360,17 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 // run's state.
 func (r *runFlow) step(ctx workflow.Context) error {
 	st, cfg := r.st, r.cfg
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: StepWorkflowID(r.in.RunID, st.Step),
-		TaskQueue:  QueueControl,
-	})
 	var res StepResult
 	sin := StepInput{RunID: r.in.RunID, Step: st.Step, Config: cfg, AnchorFraction: st.AnchorFraction,
 		Checkpoint: st.Checkpoint, Denoise: st.Denoise, WorldModel: st.WorldModel}
+	co := workflow.ChildWorkflowOptions{
+		WorkflowID: StepWorkflowID(r.in.RunID, st.Step),
+		TaskQueue:  QueueControl,
+	}
+	if r.ui {
+		co.StaticSummary, co.StaticDetails = stepSummary(sin), stepDetails(sin)
+	}
+	cctx := workflow.WithChildOptions(ctx, co)
 	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
 		// Record the failure for `wmrl list`; the run can be resumed
 		// from its last completed step.
@@ -374,6 +397,7 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, keyStep().ValueSet(int64(st.Step))); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
+	r.details(ctx)
 	return nil
 }
 
@@ -388,7 +412,8 @@ func (r *runFlow) refreshWorldModel(ctx workflow.Context, last int) error {
 	req := activities.RefreshRequest{RunID: r.in.RunID, Step: last, SuiteSeed: r.cfg.SuiteSeed,
 		MinPairs: r.cfg.WorldModel.Refresh.MinPairs}
 	var res activities.RefreshResponse
-	if err := workflow.ExecuteActivity(withRefresh(ctx), activities.NameRefreshWorldModel, req).Get(ctx, &res); err != nil {
+	rctx := summarized(withRefresh(ctx), r.ui, "on the anchor pairs of steps 0..%d", last)
+	if err := workflow.ExecuteActivity(rctx, activities.NameRefreshWorldModel, req).Get(ctx, &res); err != nil {
 		if serr := r.setState(ctx, store.RunFailed); serr != nil {
 			r.logger.Error("record failure", "error", serr)
 		}
@@ -433,8 +458,9 @@ func drain(ch workflow.ReceiveChannel, apply func()) {
 // apart from training. From changeEvalV2 on, a task's evaluation is retried
 // until it has a verdict and an evaluation of nothing is an error; before
 // it, a task whose evaluation failed five times counted with the samples
-// it stored before failing, or was left out when it stored none.
-func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState) error {
+// it stored before failing, or was left out when it stored none. ui is
+// changeUISummaries: summaries on its activities.
+func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunState, ui bool) error {
 	version := workflow.GetVersion(ctx, changeEvalV2, workflow.DefaultVersion, 1)
 	logger := workflow.GetLogger(ctx)
 	ctl := withControl(ctx)
@@ -443,7 +469,9 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	if workflow.GetVersion(ctx, changeEvalTasksOfRun, workflow.DefaultVersion, 1) >= 1 {
 		treq.RunID = runID
 	}
-	if err := workflow.ExecuteActivity(ctl, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
+	v := st.Checkpoint.Version
+	tctx := summarized(ctl, ui, "checkpoint %d: %d tasks", v, cfg.Eval.Tasks)
+	if err := workflow.ExecuteActivity(tctx, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
 		return fmt.Errorf("held-out tasks: %w", err)
 	}
 	ev := withEvaluate(ctx, cfg)
@@ -452,7 +480,8 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	}
 	limits := cfg.Sandbox.Limits()
 	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(ev, activities.NameEvaluate, activities.EvaluateRequest{
+		ectx := summarized(ev, ui, "checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
+		return workflow.ExecuteActivity(ectx, activities.NameEvaluate, activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
 			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
 	}, func(i int, f workflow.Future) error {
@@ -475,7 +504,8 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	}
 	var h store.HeldOut
 	hreq := activities.HeldOutScoreRequest{RunID: runID, Version: st.Checkpoint.Version}
-	if err := workflow.ExecuteActivity(ctl, activities.NameHeldOutScore, hreq).Get(ctx, &h); err != nil {
+	hctx := summarized(ctl, ui, "checkpoint %d", v)
+	if err := workflow.ExecuteActivity(hctx, activities.NameHeldOutScore, hreq).Get(ctx, &h); err != nil {
 		return fmt.Errorf("held-out score: %w", err)
 	}
 	if version >= 1 && (h.Tasks == 0 || h.Samples == 0) {

@@ -119,6 +119,14 @@ const (
 	// the pairs that version scored (CalibrateRequest.FromStep). Only runs
 	// with the section reach the check, so no earlier history meets it.
 	changeWorldModelRefresh = "world-model-refresh"
+	// changeUISummaries (version 1): an audit a person can read in the
+	// Temporal Web UI (summary.go): every activity carries a one-line
+	// summary, each step child workflow a static summary and details, and
+	// the step and run workflows set their current details (the step's
+	// result line, the run's progress). User metadata adds no command, so
+	// it changes no replay; it is behind the change all the same, so a
+	// replayed history shows what its run showed.
+	changeUISummaries = "ui-summaries"
 )
 
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
@@ -130,6 +138,7 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 	s := &stepRun{in: in, cfg: in.Config, pc: in.Config.Mode.Pieces(), logger: workflow.GetLogger(ctx)}
 	s.version = workflow.GetVersion(ctx, changeStepV2, workflow.DefaultVersion, 1)
 	s.res = StepResult{Step: in.Step, Anchors: []int{}}
+	s.gen = make([]activities.GenerateResponse, s.cfg.Groups)
 	m := &s.res.Metrics
 	m.Groups, m.Samples, m.Trajectories = s.cfg.Groups, s.cfg.Samples, s.cfg.Groups*s.cfg.Samples
 	if err := workflow.UpsertTypedSearchAttributes(ctx, keyRunName().ValueSet(s.cfg.Name),
@@ -157,10 +166,14 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 			s.finish,        // 9. FinishStep: the step's metrics
 		}
 	}
+	s.ui = uiSummaries(ctx)
 	for _, stage := range stages {
 		if err := stage(ctx); err != nil {
 			return s.res, err
 		}
+	}
+	if s.ui {
+		workflow.SetCurrentDetails(ctx, stepLine(in.Step, s.res))
 	}
 	return s.res, nil
 }
@@ -174,8 +187,14 @@ type stepRun struct {
 	// pipeline is changeStepPipeline: rollout instead of stages 1, 3, 4,
 	// and CalibrateAndFuse as a local activity.
 	pipeline bool
-	logger   log.Logger
-	res      StepResult
+	// ui is changeUISummaries: summaries on the activities and the
+	// step's result line as its current details.
+	ui     bool
+	logger log.Logger
+	res    StepResult
+	// gen are the groups' Generate results (their tasks, for the
+	// Execute summaries).
+	gen []activities.GenerateResponse
 }
 
 func (s *stepRun) stepRequest() activities.StepRequest {
@@ -185,9 +204,11 @@ func (s *stepRun) stepRequest() activities.StepRequest {
 func (s *stepRun) start(ctx workflow.Context) error {
 	var err error
 	if s.version >= 1 {
-		err = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d", s.in.Step)
+		err = workflow.ExecuteLocalActivity(lctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
 	} else {
-		err = workflow.ExecuteActivity(withControl(ctx), activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		cctx := summarized(withControl(ctx), s.ui, "step %d", s.in.Step)
+		err = workflow.ExecuteActivity(cctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
@@ -208,12 +229,44 @@ func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
 	return req
 }
 
+// generateCtx, scoreCtx and executeCtx carry the summaries of group g's
+// Generate, ScoreWorldModel and Execute of sample i.
+func (s *stepRun) generateCtx(ctx workflow.Context, g int) workflow.Context {
+	return summarized(ctx, s.ui, "step %d g%d: %d samples from checkpoint %d",
+		s.in.Step, g, s.cfg.Samples, s.in.Checkpoint.Version)
+}
+
+func (s *stepRun) scoreCtx(ctx workflow.Context, g int) workflow.Context {
+	if !s.ui {
+		return ctx
+	}
+	by := ""
+	if v := s.in.WorldModel; v != nil {
+		by = fmt.Sprintf(" by world model %s", short(v.Hash))
+	}
+	return summarized(ctx, true, "step %d g%d: %d programs %s%s",
+		s.in.Step, g, s.cfg.Samples, taskOf(s.gen, g), by)
+}
+
+func (s *stepRun) executeCtx(ctx workflow.Context, g, i int) workflow.Context {
+	return summarized(ctx, s.ui, "g%d/s%d %s", g, i, taskOf(s.gen, g))
+}
+
+// genInto is where group g's Generate result is decoded: s.gen[g] under
+// changeUISummaries, nowhere before it (as then).
+func (s *stepRun) genInto(g int) any {
+	if !s.ui {
+		return nil
+	}
+	return &s.gen[g]
+}
+
 func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
 	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(rollout, activities.NameGenerate, s.generateRequest(g))
+		return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
 	}, func(g int, f workflow.Future) error {
-		if err := f.Get(ctx, nil); err != nil {
+		if err := f.Get(ctx, s.genInto(g)); err != nil {
 			return fmt.Errorf("generate group %d: %w", g, err)
 		}
 		return nil
@@ -249,7 +302,8 @@ func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
 	var u activities.AnchorUncertaintyResponse
-	if err := workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
+	lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
+	if err := workflow.ExecuteLocalActivity(lctx, activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
 		return fmt.Errorf("anchor uncertainty: %w", err)
 	}
 	if len(u.Uncertainty) != s.cfg.Groups {
@@ -276,7 +330,7 @@ func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
 	}
 	wm := withWorldModel(ctx)
 	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, s.scoreRequest(g))
+		return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
 	}, func(g int, f workflow.Future) error {
 		if err := f.Get(ctx, nil); err != nil {
 			return fmt.Errorf("score group %d: %w", g, err)
@@ -356,7 +410,8 @@ func (s *stepRun) execute(ctx workflow.Context) error {
 	graded := make([]bool, len(execs))
 	sb := s.sandboxOptions(ctx)
 	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(sb, activities.NameExecute, s.executeRequest(groups[i/n], i%n))
+		return workflow.ExecuteActivity(s.executeCtx(sb, groups[i/n], i%n), activities.NameExecute,
+			s.executeRequest(groups[i/n], i%n))
 	}, func(i int, f workflow.Future) error {
 		var err error
 		graded[i], err = s.executeDone(groups[i/n], i%n, f.Get(ctx, &execs[i]))
@@ -417,9 +472,9 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			ok := run(ctx, func() workflow.Future {
-				return workflow.ExecuteActivity(rollout, activities.NameGenerate, s.generateRequest(g))
+				return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
 			}, func(f workflow.Future) error {
-				if err := f.Get(ctx, nil); err != nil {
+				if err := f.Get(ctx, s.genInto(g)); err != nil {
 					return fmt.Errorf("generate group %d: %w", g, err)
 				}
 				return nil
@@ -433,7 +488,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 				workflow.Go(ctx, func(ctx workflow.Context) {
 					defer inner.Done()
 					run(ctx, func() workflow.Future {
-						return workflow.ExecuteActivity(wm, activities.NameScoreWorldModel, s.scoreRequest(g))
+						return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
 					}, func(f workflow.Future) error {
 						if err := f.Get(ctx, nil); err != nil {
 							return fmt.Errorf("score group %d: %w", g, err)
@@ -449,7 +504,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 						defer inner.Done()
 						j := k*n + i
 						run(ctx, func() workflow.Future {
-							return workflow.ExecuteActivity(sb, activities.NameExecute, s.executeRequest(g, i))
+							return workflow.ExecuteActivity(s.executeCtx(sb, g, i), activities.NameExecute, s.executeRequest(g, i))
 						}, func(f workflow.Future) error {
 							var err error
 							graded[j], err = s.executeDone(g, i, f.Get(ctx, &execs[j]))
@@ -493,11 +548,14 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	if s.version >= 1 {
 		var r activities.CalibrateAndFuseResponse
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
+		const format = "step %d: %s, %d anchor groups"
 		var f workflow.Future
 		if s.pipeline {
-			f = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameCalibrateAndFuse, req)
+			lctx := summarizedLocal(withLocalControl(ctx), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
+			f = workflow.ExecuteLocalActivity(lctx, activities.NameCalibrateAndFuse, req)
 		} else {
-			f = workflow.ExecuteActivity(ctl, activities.NameCalibrateAndFuse, req)
+			f = workflow.ExecuteActivity(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)),
+				activities.NameCalibrateAndFuse, req)
 		}
 		if err := f.Get(ctx, &r); err != nil {
 			return fmt.Errorf("calibrate and fuse: %w", err)
@@ -505,18 +563,21 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		s.res.Calibration, fused = r.Calibration, r.Fuse
 	} else {
 		if record != nil {
-			if err := workflow.ExecuteActivity(ctl, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
+			rctx := summarized(ctl, s.ui, "step %d: groups %v", s.in.Step, record.Groups)
+			if err := workflow.ExecuteActivity(rctx, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
 				return fmt.Errorf("record anchors: %w", err)
 			}
 		}
 		if calibrate != nil {
 			var c activities.CalibrationSummary
-			if err := workflow.ExecuteActivity(ctl, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
+			cctx := summarized(ctl, s.ui, "step %d", s.in.Step)
+			if err := workflow.ExecuteActivity(cctx, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			s.res.Calibration = &c
 		}
-		if err := workflow.ExecuteActivity(ctl, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
+		fctx := summarized(ctl, s.ui, "step %d: %s, %d anchor groups", s.in.Step, s.cfg.Mode, len(s.res.Anchors))
+		if err := workflow.ExecuteActivity(fctx, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
 			return fmt.Errorf("fuse: %w", err)
 		}
 	}
@@ -543,7 +604,8 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 func (s *stepRun) update(ctx workflow.Context) error {
 	var up activities.UpdateResponse
 	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
-	if err := workflow.ExecuteActivity(withGPU(ctx), activities.NameUpdate, req).Get(ctx, &up); err != nil {
+	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
+	if err := workflow.ExecuteActivity(gctx, activities.NameUpdate, req).Get(ctx, &up); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
 	s.res.Checkpoint = up.Checkpoint
@@ -555,10 +617,16 @@ func (s *stepRun) update(ctx workflow.Context) error {
 func (s *stepRun) finish(ctx workflow.Context) error {
 	req := activities.FinishStepRequest{RunID: s.in.RunID, Step: s.in.Step, Metrics: s.res.Metrics}
 	var err error
+	line := ""
+	if s.ui {
+		line = stepLine(s.in.Step, s.res)
+	}
 	if s.version >= 1 {
-		err = workflow.ExecuteLocalActivity(withLocalControl(ctx), activities.NameFinishStep, req).Get(ctx, nil)
+		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx), s.ui, "%s", line),
+			activities.NameFinishStep, req).Get(ctx, nil)
 	} else {
-		err = workflow.ExecuteActivity(withControl(ctx), activities.NameFinishStep, req).Get(ctx, nil)
+		err = workflow.ExecuteActivity(summarized(withControl(ctx), s.ui, "%s", line),
+			activities.NameFinishStep, req).Get(ctx, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("finish step: %w", err)

@@ -14,6 +14,11 @@ type Checkpoint struct {
 	// Location is where the adapter keeps it: a file (built-in), a sampler
 	// path of a remote training service.
 	Location string
+	// State is where a remote training service keeps the training state
+	// the checkpoint continues from (its training weights with the
+	// optimiser state: a Tinker save_weights path); empty when Location
+	// holds it (the built-in checkpoint file) or it was not saved.
+	State string
 }
 
 // PolicySettings are the run's policy settings (the run config's policy
@@ -158,4 +163,31 @@ type Policy interface {
 	// Update returns checkpoint Base.Version+1. It never changes Base: a
 	// retry recomputes the same next checkpoint from Base.
 	Update(ctx context.Context, req UpdateRequest) (Checkpoint, UpdateStats, error)
+}
+
+// ContinueRequest asks for a new run's own copy of an earlier run's
+// checkpoint, to continue that run from (wmrl continue).
+type ContinueRequest struct {
+	// Run is the new run, From the run it continues.
+	Run, From string
+	// Checkpoint is From's checkpoint the new run starts at, with its
+	// State.
+	Checkpoint Checkpoint
+	// Suite, Seed and Settings are the new run's, as InitRequest's.
+	Suite    uint64
+	Seed     uint64
+	Settings PolicySettings
+}
+
+// Continuer is a Policy whose runs' state a remote training service keeps
+// (a model that its updates change in place): a run continued from another
+// run's checkpoint needs its own model put at that checkpoint before its
+// first update, since the old run's model may have moved past it. A policy
+// whose checkpoints are self-contained (the built-in one) is not one.
+type Continuer interface {
+	// Continue returns the new run's checkpoint of req.Checkpoint.Version:
+	// the same policy state (the same Hash when the service reports content
+	// hashes) in a model of the new run's own. Calling it again returns
+	// the same checkpoint.
+	Continue(ctx context.Context, req ContinueRequest) (Checkpoint, error)
 }

@@ -2,8 +2,9 @@
 // wmrl deployment a process belongs to: where Temporal is
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE) and its Web UI (WMRL_UI_URL), the
 // Postgres database (WMRL_DATABASE_URL), the data directory of checkpoints
-// and fused batches (WMRL_DATA_DIR), the suite cache (WMRL_CACHE) and the
-// workers' sandbox (WMRL_SANDBOX). The
+// and fused batches (WMRL_DATA_DIR), the suite cache (WMRL_CACHE), the
+// workers' sandbox (WMRL_SANDBOX) and where a worker serves its metrics
+// (WMRL_METRICS_ADDR). The
 // worker and the wmrl command take the defaults of their flags from Read.
 //
 // Several deployments may share one machine and one data directory; the
@@ -27,6 +28,7 @@ const (
 	EnvCache       = "WMRL_CACHE"
 	EnvSandbox     = "WMRL_SANDBOX"
 	EnvBackends    = "WMRL_BACKENDS"
+	EnvMetricsAddr = "WMRL_METRICS_ADDR"
 )
 
 // Defaults: the local stack of deploy/.
@@ -57,6 +59,9 @@ type Env struct {
 	Sandbox string
 	// Backends is the file of a worker's remote backends ("": none).
 	Backends string
+	// MetricsAddr is where a worker serves its Prometheus metrics
+	// (host:port; "": it serves none).
+	MetricsAddr string
 }
 
 // Read returns the settings of the process's environment.
@@ -78,6 +83,7 @@ func read(getenv func(string) string) Env {
 		Cache:       getenv(EnvCache),
 		Sandbox:     or(EnvSandbox, DefaultSandbox),
 		Backends:    getenv(EnvBackends),
+		MetricsAddr: getenv(EnvMetricsAddr),
 	}
 	if e.DataDir == "" {
 		e.DataDir = defaultDataDir(getenv)

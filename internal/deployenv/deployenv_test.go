@@ -7,9 +7,10 @@ import (
 
 func TestRead(t *testing.T) {
 	set := map[string]string{EnvAddress: "temporal:7233", EnvNamespace: "lab", EnvUIURL: "http://ui", EnvDatabaseURL: "dbname=x",
-		EnvDataDir: "/data", EnvCache: "/cache", EnvSandbox: "process"}
+		EnvDataDir: "/data", EnvCache: "/cache", EnvSandbox: "process", EnvMetricsAddr: ":9464"}
 	got := read(func(k string) string { return set[k] })
-	want := Env{Address: "temporal:7233", Namespace: "lab", UIURL: "http://ui", DatabaseURL: "dbname=x", DataDir: "/data", Cache: "/cache", Sandbox: "process"}
+	want := Env{Address: "temporal:7233", Namespace: "lab", UIURL: "http://ui", DatabaseURL: "dbname=x", DataDir: "/data", Cache: "/cache",
+		Sandbox: "process", MetricsAddr: ":9464"}
 	if got != want {
 		t.Errorf("read = %+v, want %+v", got, want)
 	}
@@ -20,7 +21,8 @@ func TestRead(t *testing.T) {
 		return ""
 	})
 	if def.Address != DefaultAddress || def.Namespace != DefaultNamespace || def.UIURL != DefaultUIURL ||
-		def.DatabaseURL != DefaultDatabaseURL || def.DataDir != filepath.Join("/xdg", "wmrl") || def.Sandbox != DefaultSandbox {
+		def.DatabaseURL != DefaultDatabaseURL || def.DataDir != filepath.Join("/xdg", "wmrl") || def.Sandbox != DefaultSandbox ||
+		def.MetricsAddr != "" {
 		t.Errorf("defaults = %+v", def)
 	}
 }

@@ -2,6 +2,7 @@ package reproduce
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -21,8 +22,12 @@ const (
 	PlotWMRLBias      = "wmrl_bias.png"
 )
 
-// linePlot draws curves as lines with points, one colour each, to a PNG.
-func linePlot(path, title, xLabel, yLabel string, curves []Curve) error {
+// DrawLines draws curves as lines with points, one colour, dash pattern
+// and glyph each (plotutil's i-th for the i-th curve), on a 6×4 inch plot
+// with a grid and the legend at the bottom right, and writes it to w in
+// format ("png", "svg", or another format gonum/plot knows). Curves
+// without points are left out but keep their index.
+func DrawLines(w io.Writer, format, title, xLabel, yLabel string, curves []Curve) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -39,7 +44,7 @@ func linePlot(path, title, xLabel, yLabel string, curves []Curve) error {
 		}
 		line, points, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return fmt.Errorf("plot %s: %s: %w", filepath.Base(path), c.Name, err)
+			return fmt.Errorf("%s: %w", c.Name, err)
 		}
 		line.Color = plotutil.Color(i)
 		line.Dashes = plotutil.Dashes(i)
@@ -48,15 +53,21 @@ func linePlot(path, title, xLabel, yLabel string, curves []Curve) error {
 		p.Add(line, points)
 		p.Legend.Add(c.Name, line, points)
 	}
-	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "png")
+	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, format)
 	if err != nil {
-		return fmt.Errorf("plot %s: %w", filepath.Base(path), err)
+		return err
 	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+// linePlot draws curves with DrawLines to a PNG file.
+func linePlot(path, title, xLabel, yLabel string, curves []Curve) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	if _, err := wt.WriteTo(f); err != nil {
+	if err := DrawLines(f, "png", title, xLabel, yLabel, curves); err != nil {
 		f.Close()
 		return fmt.Errorf("plot %s: %w", filepath.Base(path), err)
 	}

@@ -173,6 +173,33 @@ func (s *Store) LatestCalibration(ctx context.Context, run string, upTo int) (Ca
 	return c, nil
 }
 
+// Calibrations returns every map stored for a run, in step order, in one
+// query.
+func (s *Store) Calibrations(ctx context.Context, run string) ([]Calibration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, knots, n_pairs, bias_before, bias_after
+		FROM calibration_maps WHERE run_id = $1 ORDER BY step`, run)
+	if err != nil {
+		return nil, fmt.Errorf("calibrations %s: %w", run, err)
+	}
+	cs, err := pgx.CollectRows(rows, scanCalibration)
+	if err != nil {
+		return nil, fmt.Errorf("calibrations %s: %w", run, err)
+	}
+	return cs, nil
+}
+
+func scanCalibration(row pgx.CollectableRow) (Calibration, error) {
+	var c Calibration
+	var knots []byte
+	if err := row.Scan(&c.Run, &c.Step, &knots, &c.NPairs, &c.BiasBefore, &c.BiasAfter); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(knots, &c.Map); err != nil {
+		return c, fmt.Errorf("step %d: decode knots: %w", c.Step, err)
+	}
+	return c, nil
+}
+
 func (s *Store) calibration(ctx context.Context, where string, args ...any) (Calibration, error) {
 	var c Calibration
 	var knots []byte

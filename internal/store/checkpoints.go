@@ -15,6 +15,10 @@ type Checkpoint struct {
 	Version  int    `json:"version"`
 	Hash     string `json:"hash"`
 	Location string `json:"location"`
+	// State is where the training state to continue from is kept, when
+	// the policy keeps it apart from Location (a training service's
+	// training weights with their optimiser state); empty otherwise.
+	State string `json:"state,omitempty"`
 }
 
 // PutCheckpoint records a checkpoint version: a no-op if the same hash and
@@ -24,10 +28,10 @@ func (s *Store) PutCheckpoint(ctx context.Context, c Checkpoint) error {
 	if c.Run == "" || c.Version < 0 || c.Hash == "" || c.Location == "" {
 		return fmt.Errorf("put checkpoint: want a run, a version >= 0, a hash and a location, got %+v", c)
 	}
-	err := insertOne(ctx, s.pool, `INSERT INTO checkpoints (run_id, version, hash, location)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, version) DO NOTHING`,
-		`SELECT (hash, location) = ($3::text, $4::text) FROM checkpoints WHERE run_id = $1 AND version = $2`,
-		c.Run, c.Version, c.Hash, c.Location)
+	err := insertOne(ctx, s.pool, `INSERT INTO checkpoints (run_id, version, hash, location, state)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, version) DO NOTHING`,
+		`SELECT (hash, location, state) = ($3::text, $4::text, $5::text) FROM checkpoints WHERE run_id = $1 AND version = $2`,
+		c.Run, c.Version, c.Hash, c.Location, c.State)
 	if err != nil {
 		return fmt.Errorf("put checkpoint %s version %d: %w", c.Run, c.Version, err)
 	}
@@ -56,8 +60,8 @@ func (s *Store) LatestCheckpoint(ctx context.Context, run string) (Checkpoint, e
 
 func (s *Store) checkpoint(ctx context.Context, where string, args ...any) (Checkpoint, error) {
 	var c Checkpoint
-	err := s.pool.QueryRow(ctx, `SELECT run_id, version, hash, location FROM checkpoints `+where, args...).
-		Scan(&c.Run, &c.Version, &c.Hash, &c.Location)
+	err := s.pool.QueryRow(ctx, `SELECT run_id, version, hash, location, state FROM checkpoints `+where, args...).
+		Scan(&c.Run, &c.Version, &c.Hash, &c.Location, &c.State)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}
@@ -66,7 +70,7 @@ func (s *Store) checkpoint(ctx context.Context, where string, args ...any) (Chec
 
 // Checkpoints returns every checkpoint of a run in version order.
 func (s *Store) Checkpoints(ctx context.Context, run string) ([]Checkpoint, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, version, hash, location FROM checkpoints
+	rows, err := s.pool.Query(ctx, `SELECT run_id, version, hash, location, state FROM checkpoints
 		WHERE run_id = $1 ORDER BY version`, run)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints %s: %w", run, err)

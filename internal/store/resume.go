@@ -51,8 +51,8 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 		{"fusion states", `INSERT INTO fusion_states (run_id, step, state, rho, created_at)
 			SELECT $2, step, state, rho, created_at FROM fusion_states WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
-		{"checkpoints", `INSERT INTO checkpoints (run_id, version, hash, location, created_at)
-			SELECT $2, version, hash, location, created_at FROM checkpoints WHERE run_id = $1 AND version <= $3 + 1
+		{"checkpoints", `INSERT INTO checkpoints (run_id, version, hash, location, state, created_at)
+			SELECT $2, version, hash, location, state, created_at FROM checkpoints WHERE run_id = $1 AND version <= $3 + 1
 			ON CONFLICT DO NOTHING`},
 		{"evaluations", `INSERT INTO evaluations (run_id, step, task_id, sample, program, status, score, metric,
 				position, detail, cpu_seconds, wall_seconds, created_at)
@@ -79,6 +79,29 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 	})
 	if err != nil {
 		return fmt.Errorf("resume run %s from %s step %d: %w", r.ID, from, upTo, err)
+	}
+	return nil
+}
+
+// ContinueCheckpoint replaces the checkpoint that ResumeRun copied into
+// resumed run c.Run at version resumed_step+1 with c: the same policy state
+// in the new run's own model, for a policy whose state a training service
+// keeps (policy.backend tinker: the new model loads the old run's training
+// weights). It refuses (ErrConflict) any other version and a run that was
+// not resumed; writing the same checkpoint again is a no-op.
+func (s *Store) ContinueCheckpoint(ctx context.Context, c Checkpoint) error {
+	if c.Run == "" || c.Hash == "" || c.Location == "" {
+		return fmt.Errorf("continue checkpoint: want a run, a hash and a location, got %+v", c)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE checkpoints SET hash = $3, location = $4, state = $5
+		WHERE run_id = $1 AND version = $2
+		AND version = (SELECT resumed_step + 1 FROM runs WHERE id = $1 AND resumed_from IS NOT NULL)`,
+		c.Run, c.Version, c.Hash, c.Location, c.State)
+	if err != nil {
+		return fmt.Errorf("continue checkpoint %s version %d: %w", c.Run, c.Version, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("continue checkpoint %s version %d: not the first checkpoint of a resumed run: %w", c.Run, c.Version, ErrConflict)
 	}
 	return nil
 }

@@ -81,3 +81,51 @@ func TestResumeRun(t *testing.T) {
 		t.Errorf("same id, other step: %v, want ErrConflict", err)
 	}
 }
+
+// ContinueCheckpoint replaces a resumed run's first checkpoint (version
+// resumed_step+1), its state included and copied by ResumeRun, and no other.
+func TestContinueCheckpoint(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	old := newRun(t, s)
+	for v := range 3 {
+		c := Checkpoint{Run: old.ID, Version: v, Hash: "h", Location: "tinker://old/sampler_weights/v", State: "tinker://old/weights/v"}
+		if err := s.PutCheckpoint(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := range 2 {
+		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := old
+	r.ID, r.ResumedFrom, r.ResumedStep = old.ID+"-c", old.ID, 1
+	if err := s.ResumeRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Checkpoint(ctx, r.ID, 2); err != nil || c.State != "tinker://old/weights/v" {
+		t.Fatalf("copied checkpoint 2 %+v %v: want the old state", c, err)
+	}
+	moved := Checkpoint{Run: r.ID, Version: 2, Hash: "h", Location: "tinker://new/sampler_weights/v", State: "tinker://old/weights/v"}
+	for range 2 {
+		if err := s.ContinueCheckpoint(ctx, moved); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.Checkpoint(ctx, r.ID, 2); err != nil || c != moved {
+		t.Fatalf("checkpoint 2 %+v %v, want %+v", c, err, moved)
+	}
+	if c, err := s.Checkpoint(ctx, old.ID, 2); err != nil || c.Location != "tinker://old/sampler_weights/v" {
+		t.Fatalf("the old run's checkpoint 2 changed: %+v %v", c, err)
+	}
+	for _, c := range []Checkpoint{
+		{Run: r.ID, Version: 1, Hash: "h", Location: "x"},        // not the first
+		{Run: old.ID, Version: 2, Hash: "h", Location: "x"},      // not resumed
+		{Run: "ghost-run", Version: 2, Hash: "h", Location: "x"}, // no such run
+	} {
+		if err := s.ContinueCheckpoint(ctx, c); !errors.Is(err, ErrConflict) {
+			t.Errorf("ContinueCheckpoint(%+v) = %v, want ErrConflict", c, err)
+		}
+	}
+}

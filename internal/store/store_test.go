@@ -647,6 +647,16 @@ func TestCalibrationRoundTrip(t *testing.T) {
 	if c := count(t, s, r.ID); c.Calibrations != 2 {
 		t.Errorf("%d calibration maps, want 2", c.Calibrations)
 	}
+	all, err := s.Calibrations(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Calibration{tests[1].give, tests[0].give}; !reflect.DeepEqual(all, want) {
+		t.Errorf("Calibrations = %+v, want %+v (step order)", all, want)
+	}
+	if none, err := s.Calibrations(ctx, "no-such-run"); err != nil || len(none) != 0 {
+		t.Errorf("Calibrations of an unknown run = %v, %v; want none", none, err)
+	}
 }
 
 func TestFusionStateRoundTrip(t *testing.T) {

@@ -4,8 +4,8 @@
 // internal/serve/tinkerserve serves the built-in policy. It speaks the
 // subset wmrl needs, with the paths and JSON shapes of the Tinker Python
 // SDK: create_session, session_heartbeat, create_model, asample,
-// forward_backward, optim_step, save_weights_for_sampler and
-// retrieve_future.
+// forward_backward, optim_step, save_weights_for_sampler, save_weights,
+// load_weights and retrieve_future.
 //
 // A run is one Tinker model: Init creates it (a LoRA adapter of
 // Config.LoRARank on Config.BaseModel) and saves its weights for sampling
@@ -13,7 +13,12 @@
 // and its Location is their tinker:// path. Sample sends one asample request
 // per group. Update sends forward_backward with the batch's datums
 // (BuildDatums, the RL datums of tinker-cookbook), optim_step with Adam
-// (the run's learning rate), and save_weights_for_sampler.
+// (the run's learning rate), save_weights (the training weights with their
+// Adam state, named like the checkpoint; their tinker:// path is the
+// checkpoint's State) and save_weights_for_sampler. Continue (wmrl
+// continue) gives a continued run a model of its own: create_model,
+// load_weights of the old run's training weights with the optimiser state,
+// save_weights_for_sampler.
 //
 // Every request is asynchronous: the service answers with a request id,
 // and the client polls retrieve_future, again on a "try_again" answer or an
@@ -24,11 +29,12 @@
 // *backend.PermanentError. Messages name the backend and URL and never
 // hold the key.
 //
-// Exactly once: before a request of Init or Update is sent, its key
-// (UpdateRequest.Key or "<run>/init", and the phase) is written to a
+// Exactly once: before a request of Init, Update or Continue is sent, its
+// key (UpdateRequest.Key, "<run>/init" or "<run>/continue", and the phase) is written to a
 // Journal with the model id and seq_id; once the service answers, the
 // request id is. A retried activity finds it and polls the same future.
-// The seq_ids derive from the checkpoint version, and every request carries
+// The seq_ids derive from the checkpoint version (four per version; see
+// seqSave), and every request carries
 // its key as X-Idempotency-Key, so a request sent again (the worker died
 // before journalling its id) is answered with the first future by a server
 // that honours seq_id or the idempotency key, as tinkerserve does.

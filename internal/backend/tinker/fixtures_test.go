@@ -120,3 +120,82 @@ func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// save_weights and Continue against the SDK's shapes: the save_weights
+// answer decodes, and Continue (create_model, load_weights,
+// save_weights_for_sampler) sends load_weights as the SDK's
+// load_state_with_optimizer does, at seq_id 4v-1.
+func TestWeightsAgainstFixtures(t *testing.T) {
+	var mu sync.Mutex
+	var loaded []byte
+	var paths []string
+	results := map[string][]byte{}
+	next := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		paths = append(paths, r.URL.Path)
+		submit := func(result []byte) {
+			next++
+			id := string(rune('0' + next))
+			results[id] = result
+			b := fixture(t, "skyrl_future_response.json")
+			_, _ = w.Write(bytes.ReplaceAll(b, []byte(`"2"`), []byte(`"`+id+`"`)))
+		}
+		switch r.URL.Path {
+		case PathCreateSession:
+			_, _ = w.Write(fixture(t, "tinker_create_session_response.json"))
+		case PathCreateModel:
+			next++
+			results["1"] = fixture(t, "tinker_create_model_result.json")
+			_, _ = w.Write(fixture(t, "skyrl_create_model_response.json"))
+		case PathSaveWeights:
+			submit(fixture(t, "tinker_save_weights_result.json"))
+		case PathLoadWeights:
+			loaded = body
+			submit(fixture(t, "tinker_load_weights_result.json"))
+		case PathSaveWeightsForSampler:
+			submit(bytes.ReplaceAll(fixture(t, "tinker_save_weights_for_sampler_result.json"), []byte("wmrl-v000000"), []byte("wmrl-v000002")))
+		case PathRetrieveFuture:
+			var req RetrieveFutureRequest
+			_ = json.Unmarshal(body, &req)
+			_, _ = w.Write(results[req.RequestID])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	p, err := New(Config{BaseURL: srv.URL, BaseModel: "Qwen/Qwen3-0.6B", PollMax: time.Millisecond}, textTokenizer{}, &MemJournal{}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := backend.Checkpoint{Version: 2, Hash: "path-sha256:00", Location: "tinker://model_0ld/sampler_weights/wmrl-v000002",
+		State: "tinker://model_0ld/weights/wmrl-v000002"}
+	ck, err := p.Continue(t.Context(), backend.ContinueRequest{Run: "run-y", From: "run-x", Checkpoint: old, Suite: 7, Seed: 5,
+		Settings: backend.PolicySettings{LearningRate: 1e-4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Version != 2 || ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000002" || ck.State != old.State ||
+		ck.Hash != CheckpointHash(SaveWeightsForSamplerResponse{Path: ck.Location}) {
+		t.Fatalf("continued checkpoint %+v", ck)
+	}
+	var got, want any
+	_ = json.Unmarshal(loaded, &got)
+	_ = json.Unmarshal(fixture(t, "tinker_load_weights_request.json"), &want)
+	if g := mustJSON(got); !bytes.Equal(g, mustJSON(want)) {
+		t.Fatalf("load_weights request\n got %s\nwant %s", g, mustJSON(want))
+	}
+	if want := []string{PathCreateSession, PathCreateModel, PathRetrieveFuture, PathLoadWeights, PathRetrieveFuture,
+		PathSaveWeightsForSampler, PathRetrieveFuture}; strings.Join(paths, " ") != strings.Join(want, " ") {
+		t.Fatalf("requests %v, want %v", paths, want)
+	}
+	saved, err := p.SaveWeights(t.Context(), "k", "model_1a2b3c4d", 11, "manual")
+	if err != nil || saved.Path != "tinker://model_1a2b3c4d/weights/manual" || saved.ContentHash != "" {
+		t.Fatalf("save_weights: %+v %v", saved, err)
+	}
+	if _, err := p.SaveWeights(t.Context(), "k2", "model_1a2b3c4d", 12, "other"); err == nil || !backend.IsPermanent(err) {
+		t.Fatalf("save_weights answered with another name's path: %v", err)
+	}
+}

@@ -35,7 +35,10 @@ type Policy struct {
 	modelSeq int64
 }
 
-var _ backend.Policy = (*Policy)(nil)
+var (
+	_ backend.Policy    = (*Policy)(nil)
+	_ backend.Continuer = (*Policy)(nil)
+)
 
 // New returns the policy for cfg (defaults filled, validated). tok is the
 // service's tokenizer (BuiltinTokenizer for the built-in server), j the
@@ -57,12 +60,29 @@ func New(cfg Config, tok Tokenizer, j Journal, hc *http.Client) (*Policy, error)
 
 // The request sequence of a model: Tinker orders a model's requests by
 // seq_id, and the built-in server answers a repeated (model, seq_id) with
-// its first future. wmrl derives them from the checkpoint version, so a
-// retry sends the same ones: checkpoint v is saved with seq_id 3v, and the
-// update from v sends forward_backward as 3v+1 and optim_step as 3v+2.
-func seqSave(v int) int64     { return 3 * int64(v) }
-func seqForward(v int) int64  { return 3*int64(v) + 1 }
-func seqOptimise(v int) int64 { return 3*int64(v) + 2 }
+// its first future. wmrl derives them from the checkpoint version v, four
+// per version, so that a retry sends the same ones:
+//
+//	4v    save_weights_for_sampler: checkpoint v (sampler weights)
+//	4v+1  forward_backward of the update from v
+//	4v+2  optim_step of the update from v
+//	4v+3  save_weights: the training state of v+1 (weights and Adam
+//	      state), which wmrl continue loads
+//
+// A continued run's new model loads the training state of its first
+// checkpoint v (v >= 1) with load_weights at seq_id 4v-1, the place of the
+// save_weights that made it (a new model never sent one there), and saves
+// it for sampling at 4v; it then goes on as above. Runs recorded before
+// save_weights was added used three per version (3v, 3v+1, 3v+2, no
+// training state): their journal entries name those seq_ids.
+func seqSave(v int) int64     { return 4 * int64(v) }
+func seqForward(v int) int64  { return 4*int64(v) + 1 }
+func seqOptimise(v int) int64 { return 4*int64(v) + 2 }
+
+// seqTrainingState is the seq_id of the request that puts a model at the
+// training state of version v: the save_weights after the update that made
+// it, or a continued model's load_weights.
+func seqTrainingState(v int) int64 { return 4*int64(v) - 1 }
 
 // checkpointName is the sampler weights' name of version v.
 func checkpointName(v int) string { return fmt.Sprintf("wmrl-v%06d", v) }
@@ -84,17 +104,27 @@ func ModelOf(path string) (string, error) {
 // just records them). Its journal key is "<run>/init".
 func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Checkpoint, error) {
 	key := req.Run + "/init"
-	cfg := p.with(req.Settings)
+	model, err := p.createModel(ctx, key, req.Run, req.Suite, req.Seed, req.Settings)
+	if err != nil {
+		return backend.Checkpoint{}, fmt.Errorf("init run %s: %w", req.Run, err)
+	}
+	return p.save(ctx, key, model, 0)
+}
+
+// createModel creates a model for run (journal key key+"/create_model")
+// and returns its id.
+func (p *Policy) createModel(ctx context.Context, key, run string, suite, initSeed uint64, set backend.PolicySettings) (string, error) {
+	cfg := p.with(set)
 	if cfg.BaseModel == "" {
 		// Neither the run (policy.tinker.base_model) nor the worker
 		// (its --backends file) names the model to train.
-		return backend.Checkpoint{}, backend.Permanent(fmt.Errorf("init run %s: policy.tinker.base_model: empty "+
-			"(set it in the run config or in the worker's --backends file)", req.Run))
+		return "", backend.Permanent(errors.New("policy.tinker.base_model: empty " +
+			"(set it in the run config or in the worker's --backends file)"))
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 	meta := map[string]any{
-		"wmrl_run": req.Run, "wmrl_suite": strconv.FormatUint(req.Suite, 10), "wmrl_seed": strconv.FormatUint(req.Seed, 10),
-		"wmrl_hidden": strconv.Itoa(req.Settings.Hidden), "wmrl_learning_rate": f(req.Settings.LearningRate), "wmrl_kl_coef": f(req.Settings.KLCoef),
+		"wmrl_run": run, "wmrl_suite": strconv.FormatUint(suite, 10), "wmrl_seed": strconv.FormatUint(initSeed, 10),
+		"wmrl_hidden": strconv.Itoa(set.Hidden), "wmrl_learning_rate": f(set.LearningRate), "wmrl_kl_coef": f(set.KLCoef),
 	}
 	p.mu.Lock()
 	seq := p.modelSeq
@@ -112,12 +142,12 @@ func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Che
 		return fr.RequestID, err
 	}, &created)
 	if err != nil {
-		return backend.Checkpoint{}, fmt.Errorf("init run %s: create model: %w", req.Run, err)
+		return "", fmt.Errorf("create model: %w", err)
 	}
 	if created.ModelID == "" {
-		return backend.Checkpoint{}, backend.Permanent(fmt.Errorf("init run %s: create_model gave no model_id", req.Run))
+		return "", backend.Permanent(errors.New("create_model gave no model_id"))
 	}
-	return p.save(ctx, key, created.ModelID, 0)
+	return created.ModelID, nil
 }
 
 // save saves the model's weights for sampling as checkpoint v.
@@ -135,6 +165,84 @@ func (p *Policy) save(ctx context.Context, key, model string, v int) (backend.Ch
 	}
 	return backend.Checkpoint{Version: v, Hash: CheckpointHash(out), Location: out.Path}, nil
 }
+
+// SaveWeights saves the model's training weights with their optimiser state
+// under name (save_weights, the SDK's save_state) and returns the service's
+// answer: their tinker://<model>/weights/<name> path. It is journalled under
+// key with seq, like every request of Init and Update: called again with the
+// same key it polls the first request's future.
+func (p *Policy) SaveWeights(ctx context.Context, key, model string, seq int64, name string) (SaveWeightsResponse, error) {
+	var out SaveWeightsResponse
+	err := p.submitPhase(ctx, key, model, seq, PathSaveWeights,
+		SaveWeightsRequest{ModelID: model, Path: name, SeqID: &seq, Type: "save_weights"}, &out)
+	if err != nil {
+		return out, fmt.Errorf("save_weights %s: %w", name, err)
+	}
+	if m, err := ModelOf(out.Path); err != nil || m != model || !strings.HasSuffix(out.Path, "/"+name) {
+		return out, backend.Permanent(fmt.Errorf("save_weights %s: the service saved %q, want tinker://%s/.../%s", name, out.Path, model, name))
+	}
+	return out, nil
+}
+
+// LoadWeights loads the training weights at path (a save_weights path, of
+// this model or another) into the model, with their optimiser state when
+// optimizer is set (load_weights, the SDK's load_state_with_optimizer). It is
+// journalled under key with seq.
+func (p *Policy) LoadWeights(ctx context.Context, key, model string, seq int64, path string, optimizer bool) (LoadWeightsResponse, error) {
+	var out LoadWeightsResponse
+	if _, err := ModelOf(path); err != nil {
+		return out, backend.Permanent(fmt.Errorf("load_weights: %w", err))
+	}
+	err := p.submitPhase(ctx, key, model, seq, PathLoadWeights,
+		LoadWeightsRequest{ModelID: model, Path: path, Optimizer: optimizer, SeqID: &seq, Type: "load_weights"}, &out)
+	if err != nil {
+		return out, fmt.Errorf("load_weights %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// Continue implements backend.Continuer: it creates the new run's own model
+// (journal key "<run>/continue"), loads into it the training weights and
+// Adam state that the old run saved with checkpoint v = req.Checkpoint.Version
+// (its State, at seq_id 4v-1) and saves them for sampling as the new run's
+// checkpoint v (seq_id 4v). The new run's updates then train the new
+// model; the old run's model, which may have gone past v, is left alone.
+// When the service reports content hashes (tinkerserve), the new
+// checkpoint's hash must be the old one's: the loaded state is the same.
+// Hosted Tinker reports none, so the hash is the new path's.
+func (p *Policy) Continue(ctx context.Context, req backend.ContinueRequest) (backend.Checkpoint, error) {
+	from, v := req.Checkpoint, req.Checkpoint.Version
+	fail := func(err error) (backend.Checkpoint, error) {
+		return backend.Checkpoint{}, fmt.Errorf("continue run %s from checkpoint %d of run %s: %w", req.Run, v, req.From, err)
+	}
+	switch {
+	case v < 1:
+		return fail(backend.Permanent(fmt.Errorf("version %d: want >= 1 (checkpoint 0 is a new run's)", v)))
+	case from.State == "":
+		return fail(backend.Permanent(errors.New("the run saved no training weights with it (recorded before wmrl saved them); start a new run")))
+	}
+	key := req.Run + "/continue"
+	model, err := p.createModel(ctx, key, req.Run, req.Suite, req.Seed, req.Settings)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := p.LoadWeights(ctx, key+"/load_weights", model, seqTrainingState(v), from.State, true); err != nil {
+		return fail(err)
+	}
+	ck, err := p.save(ctx, key, model, v)
+	if err != nil {
+		return fail(err)
+	}
+	if isContentHash(from.Hash) && isContentHash(ck.Hash) && ck.Hash != from.Hash {
+		return fail(backend.Permanent(fmt.Errorf("the loaded weights hash to %s, the run's checkpoint to %s", ck.Hash, from.Hash)))
+	}
+	ck.State = from.State
+	return ck, nil
+}
+
+// isContentHash reports whether h is a hash the service reported, not one
+// of a path.
+func isContentHash(h string) bool { return h != "" && !strings.HasPrefix(h, "path-sha256:") }
 
 // CheckpointHash is the hash recorded for saved weights: the content hash
 // the service reports (the built-in server's policy hash), else, since
@@ -247,7 +355,8 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 // Update applies one step to the run's model: forward_backward on the
 // batch's datums (BuildDatums; skipped when every weight is 0, so the
 // optimiser step then has a zero gradient), optim_step with the run's
-// learning rate and the configured Adam betas and eps, and
+// learning rate and the configured Adam betas and eps, save_weights (the
+// training state, Checkpoint.State, that wmrl continue loads) and
 // save_weights_for_sampler as checkpoint Base.Version+1. Each request is
 // journalled under req.Key and its phase, and carries a seq_id derived from
 // the version, so one optimiser step is applied per key however often the
@@ -315,10 +424,15 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	if g, ok := out.Metrics["grad_norm"]; ok {
 		stats.GradNorm = g
 	}
+	state, err := p.SaveWeights(ctx, req.Key+"/save_weights", model, seqTrainingState(v+1), checkpointName(v+1))
+	if err != nil {
+		return fail(err)
+	}
 	ck, err := p.save(ctx, req.Key, model, v+1)
 	if err != nil {
 		return fail(err)
 	}
+	ck.State = state.Path
 	return ck, stats, nil
 }
 

@@ -19,6 +19,8 @@ const (
 	PathForwardBackward       = "/api/v1/forward_backward"
 	PathOptimStep             = "/api/v1/optim_step"
 	PathSaveWeightsForSampler = "/api/v1/save_weights_for_sampler"
+	PathSaveWeights           = "/api/v1/save_weights"
+	PathLoadWeights           = "/api/v1/load_weights"
 	PathRetrieveFuture        = "/api/v1/retrieve_future"
 )
 
@@ -202,6 +204,41 @@ type SaveWeightsForSamplerResponse struct {
 	Path        string `json:"path"`
 	Type        string `json:"type,omitempty"`
 	ContentHash string `json:"content_hash,omitempty"`
+}
+
+// SaveWeightsRequest saves the model's training weights with their
+// optimiser state (the SDK's save_state) under a name ([A-Za-z0-9_-]+).
+type SaveWeightsRequest struct {
+	ModelID string `json:"model_id"`
+	Path    string `json:"path"`
+	SeqID   *int64 `json:"seq_id,omitempty"`
+	Type    string `json:"type,omitempty"`
+}
+
+// SaveWeightsResponse is its future's result: Path is the tinker:// path of
+// the training weights (tinker://<model>/weights/<name>), to load_weights
+// from. ContentHash is the wmrl extension of SaveWeightsForSamplerResponse.
+type SaveWeightsResponse struct {
+	Path        string `json:"path"`
+	Type        string `json:"type,omitempty"`
+	ContentHash string `json:"content_hash,omitempty"`
+}
+
+// LoadWeightsRequest loads saved training weights (a tinker:// path of
+// save_weights) into a model; Optimizer loads their optimiser state too
+// (the SDK's load_state_with_optimizer).
+type LoadWeightsRequest struct {
+	ModelID   string `json:"model_id"`
+	Path      string `json:"path"`
+	Optimizer bool   `json:"optimizer"`
+	SeqID     *int64 `json:"seq_id,omitempty"`
+	Type      string `json:"type,omitempty"`
+}
+
+// LoadWeightsResponse is its future's result: the path loaded.
+type LoadWeightsResponse struct {
+	Path string `json:"path,omitempty"`
+	Type string `json:"type,omitempty"`
 }
 
 // SamplingParams are a sample request's parameters.

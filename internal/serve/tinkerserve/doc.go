@@ -3,8 +3,8 @@
 // API that wmrl's Tinker adapter (internal/backend/tinker) uses, so that the
 // adapter is exercised against a real server without a GPU: sessions,
 // create_model and get_info, asample, forward_backward, optim_step,
-// save_weights_for_sampler and retrieve_future, under /api/v1/, with the
-// Tinker SDK's JSON shapes.
+// save_weights_for_sampler, save_weights, load_weights and retrieve_future,
+// under /api/v1/, with the Tinker SDK's JSON shapes.
 //
 // A model is one built-in policy, initialised from the user metadata of
 // create_model: wmrl_seed (the policy's init seed) and wmrl_suite (the suite
@@ -31,8 +31,15 @@
 // completion positions; that value a_i gives the example (A = a_i), and the
 // gradient is Σ_i a_i ∇log π(τ_i). optim_step takes one Adam step (no
 // clipping, no KL term) along the accumulated gradient, a zero one when
-// there is none, with the request's Adam parameters. Every result is a
-// deterministic function of the model's state and the request.
+// there is none, with the request's Adam parameters. save_weights stores the
+// model's policy, Adam moments and step included, as training weights
+// (tinker_weights kind 'training', path tinker://<model>/weights/<name>);
+// load_weights puts them into a model (another one of the same base model
+// and rank, as a continued run's), dropping its accumulated gradient; it
+// takes optimizer: true only, since the built-in policy cannot reset its
+// Adam state alone. save_weights_for_sampler stores the same bytes as kind
+// 'sampler'. Every result is a deterministic function of the model's state
+// and the request.
 //
 // Durability: each request is applied, and its future written, in one
 // Postgres transaction that holds the model's row lock (tables tinker_*,

@@ -396,3 +396,73 @@ func (s *Server) saveForSampler(ctx context.Context, body []byte, idem string) (
 		return tinker.SaveWeightsForSamplerResponse{Path: samplerPath(m.id, req.Path), Type: "save_weights_for_sampler", ContentHash: hash}, nil
 	})
 }
+
+// saveWeights saves the model's training state (save_weights): the policy's
+// encoding, which holds its parameters, Adam moments and step, as
+// tinker_weights of kind 'training'. An accumulated gradient not yet
+// applied is not part of it (as in Tinker, whose optimiser state is the
+// moments).
+func (s *Server) saveWeights(ctx context.Context, body []byte, idem string) (any, error) {
+	var req tinker.SaveWeightsRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if !namePattern.MatchString(req.Path) {
+		return nil, bad("path", "%q: want a name of [A-Za-z0-9_-], 1 to 255 characters", req.Path)
+	}
+	return s.modelOp(ctx, "save_weights", req.ModelID, req.SeqID, idem, func(tx pgx.Tx, m *modelState) (any, error) {
+		hash := m.pol.Hash()
+		tag, err := tx.Exec(ctx, `INSERT INTO tinker_weights (model_id, kind, name, policy, hash) VALUES ($1, 'training', $2, $3, $4)
+			ON CONFLICT DO NOTHING`, m.id, req.Path, m.pol.Encode(), hash)
+		if err != nil {
+			return nil, err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil, &httpError{status: 409, field: "path", msg: fmt.Sprintf("model %s already has training weights %q", m.id, req.Path)}
+		}
+		return tinker.SaveWeightsResponse{Path: trainingPath(m.id, req.Path), Type: "save_weights", ContentHash: hash}, nil
+	})
+}
+
+// loadWeights loads saved training weights, of this model or another of
+// the same base model and LoRA rank, into the model (load_weights): its
+// policy becomes the saved one, Adam state and step included, and an
+// accumulated gradient is dropped. The built-in policy cannot reset its
+// Adam state alone, so optimizer must be true.
+func (s *Server) loadWeights(ctx context.Context, body []byte, idem string) (any, error) {
+	var req tinker.LoadWeightsRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	src, name, ok := parseTrainingPath(req.Path)
+	switch {
+	case !ok:
+		return nil, bad("path", "%q: want tinker://<model>/weights/<name> (training weights of save_weights)", req.Path)
+	case !req.Optimizer:
+		return nil, bad("optimizer", "false: this server loads training weights with their optimiser state only")
+	}
+	return s.modelOp(ctx, "load_weights", req.ModelID, req.SeqID, idem, func(tx pgx.Tx, m *modelState) (any, error) {
+		var data []byte
+		var srcBase, base string
+		var srcRank, rank int
+		err := tx.QueryRow(ctx, `SELECT w.policy, sm.base_model, sm.lora_rank, tm.base_model, tm.lora_rank
+			FROM tinker_weights w JOIN tinker_models sm ON sm.model_id = w.model_id, tinker_models tm
+			WHERE w.model_id = $1 AND w.kind = 'training' AND w.name = $2 AND tm.model_id = $3`, src, name, m.id).
+			Scan(&data, &srcBase, &srcRank, &base, &rank)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, notFound("path", "no training weights %s", req.Path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load weights: %w", err)
+		}
+		if srcBase != base || srcRank != rank {
+			return nil, bad("path", "%s: weights of %s rank %d, model %s is %s rank %d", req.Path, srcBase, srcRank, m.id, base, rank)
+		}
+		pol, err := policy.Decode(data, policy.ProgramGrammar{})
+		if err != nil {
+			return nil, fmt.Errorf("weights %s: %w", req.Path, err)
+		}
+		m.pol, m.grad = pol, nil
+		return tinker.LoadWeightsResponse{Path: req.Path, Type: "load_weights"}, nil
+	})
+}

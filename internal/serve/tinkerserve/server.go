@@ -100,6 +100,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tinker.PathForwardBackward:       s.forwardBackward,
 		tinker.PathOptimStep:             s.optimStep,
 		tinker.PathSaveWeightsForSampler: s.saveForSampler,
+		tinker.PathSaveWeights:           s.saveWeights,
+		tinker.PathLoadWeights:           s.loadWeights,
 		tinker.PathRetrieveFuture:        s.retrieveFuture,
 	}[r.URL.Path]
 	if !ok {
@@ -452,6 +454,22 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 
 // samplerPath is the tinker:// path of saved sampler weights.
 func samplerPath(model, name string) string { return "tinker://" + model + "/sampler_weights/" + name }
+
+// trainingPath is the tinker:// path of saved training weights.
+func trainingPath(model, name string) string { return "tinker://" + model + "/weights/" + name }
+
+// parseTrainingPath accepts tinker://model/weights/name.
+func parseTrainingPath(p string) (model, name string, ok bool) {
+	rest, ok := strings.CutPrefix(p, "tinker://")
+	if !ok {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[1] != "weights" {
+		return "", "", false
+	}
+	return parts[0], parts[2], parts[0] != "" && namePattern.MatchString(parts[2])
+}
 
 // parseSamplerPath accepts tinker://model/sampler_weights/name and
 // tinker://model/name.
