@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local pyimage
+.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local pyimage images up down
 
 all: build
 
@@ -50,6 +50,20 @@ demo-stop:
 # downloads the first time, a no-op once the tag exists.
 pyimage:
 	bash deploy/pyimage.sh
+
+# The compose deployment (deploy/compose): images built here (nothing
+# pulled), Temporal on Postgres persistence with its Web UI, Postgres,
+# a control worker, two sandbox workers and a GPU-queue worker, each in
+# its own container. `make up` then `deploy/compose/up.sh demo` runs the
+# demo preset on it; `make down` keeps the volumes.
+images:
+	bash deploy/images.sh
+
+up:
+	bash deploy/compose/up.sh up
+
+down:
+	bash deploy/compose/up.sh down
 
 # fuzz runs each fuzz target (package:target) for FUZZTIME. It is not part
 # of test. The default is a count of executions, not a duration: with a

@@ -12,7 +12,10 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // pollEvery is the pause between attempts while waiting for a server.
@@ -218,4 +221,26 @@ func register(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "temporal-dev: added to %s/%s: %s\n", o.Address, o.Namespace, strings.Join(added, ", "))
 	return nil
+}
+
+// ensureNamespace registers the namespace with the given retention unless the frontend
+// already describes it (a Postgres-backed cluster starts with none).
+func (c *frontendClient) ensureNamespace(ctx context.Context, namespace string, retention time.Duration) error {
+	return retry(ctx, "register namespace "+namespace, func(ctx context.Context) error {
+		_, err := c.workflow.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if err == nil {
+			return nil
+		}
+		if status.Code(err) != codes.NotFound {
+			return err
+		}
+		_, err = c.workflow.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace:                        namespace,
+			WorkflowExecutionRetentionPeriod: durationpb.New(retention),
+		})
+		if status.Code(err) == codes.AlreadyExists {
+			return nil
+		}
+		return err
+	})
 }

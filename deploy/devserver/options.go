@@ -131,6 +131,7 @@ type serveOptions struct {
 	LogLevel         string
 	DynamicConfig    dynamicConfig
 	StartTimeout     time.Duration
+	Postgres         postgresOptions
 }
 
 // FrontendAddress is the host:port clients dial.
@@ -162,11 +163,20 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.LogLevel, "log-level", "warn", "server log level: debug, info, warn or error")
 	fs.Var(o.DynamicConfig, "dynamic-config", "dynamic config value KEY=JSON_VALUE (repeatable)")
 	fs.DurationVar(&o.StartTimeout, "start-timeout", 2*time.Minute, "how long startup may take before giving up")
+	fs.StringVar(&o.Postgres.Address, "postgres", "", "persist in PostgreSQL at host:port instead of the SQLite --db (password from $TEMPORAL_POSTGRES_PASSWORD)")
+	fs.StringVar(&o.Postgres.User, "postgres-user", "temporal", "PostgreSQL user (with --postgres)")
+	fs.StringVar(&o.Postgres.Database, "postgres-db", "temporal", "PostgreSQL database of executions (with --postgres)")
+	fs.StringVar(&o.Postgres.Visibility, "postgres-visibility-db", "temporal_visibility", "PostgreSQL database of visibility (with --postgres)")
 	if err := fs.Parse(args); err != nil {
 		return serveOptions{}, err
 	}
 	if fs.NArg() > 0 {
 		return serveOptions{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.Postgres.Password = os.Getenv("TEMPORAL_POSTGRES_PASSWORD")
+	var err error
+	if o.IP, err = resolveIP(o.IP); err != nil {
+		return serveOptions{}, err
 	}
 	if net.ParseIP(o.IP).To4() == nil {
 		return serveOptions{}, fmt.Errorf("--ip %q: want an IPv4 address", o.IP)
@@ -203,7 +213,22 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	if o.StartTimeout <= 0 {
 		return serveOptions{}, fmt.Errorf("--start-timeout %v: want > 0", o.StartTimeout)
 	}
-	var err error
+	if o.Postgres.enabled() {
+		if _, _, err := net.SplitHostPort(o.Postgres.Address); err != nil {
+			return serveOptions{}, fmt.Errorf("--postgres %q: want host:port: %w", o.Postgres.Address, err)
+		}
+		for _, f := range []struct{ name, v string }{
+			{"--postgres-user", o.Postgres.User}, {"--postgres-db", o.Postgres.Database},
+			{"--postgres-visibility-db", o.Postgres.Visibility},
+		} {
+			if f.v == "" {
+				return serveOptions{}, fmt.Errorf("%s: empty", f.name)
+			}
+		}
+		if o.Postgres.Database == o.Postgres.Visibility {
+			return serveOptions{}, fmt.Errorf("--postgres-db and --postgres-visibility-db must differ")
+		}
+	}
 	if o.SearchAttributes, err = parseSearchAttributes(attrs); err != nil {
 		return serveOptions{}, fmt.Errorf("--search-attributes: %w", err)
 	}
@@ -239,8 +264,15 @@ func parseClient(name string, args []string, stderr io.Writer, attrsDefault stri
 	if fs.NArg() > 0 {
 		return clientOptions{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if _, _, err := net.SplitHostPort(o.Address); err != nil {
+	host, port, err := net.SplitHostPort(o.Address)
+	if err != nil {
 		return clientOptions{}, fmt.Errorf("--address %q: %w", o.Address, err)
+	}
+	if host == "auto" { // the host's own address, as serve --ip auto binds to
+		if host, err = resolveIP(host); err != nil {
+			return clientOptions{}, err
+		}
+		o.Address = net.JoinHostPort(host, port)
 	}
 	if o.Namespace == "" {
 		return clientOptions{}, fmt.Errorf("--namespace: empty")
@@ -248,7 +280,6 @@ func parseClient(name string, args []string, stderr io.Writer, attrsDefault stri
 	if o.Timeout <= 0 {
 		return clientOptions{}, fmt.Errorf("--timeout %v: want > 0", o.Timeout)
 	}
-	var err error
 	if o.SearchAttributes, err = parseSearchAttributes(attrs); err != nil {
 		return clientOptions{}, fmt.Errorf("--search-attributes: %w", err)
 	}

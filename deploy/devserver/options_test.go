@@ -80,7 +80,18 @@ func TestParseServe(t *testing.T) {
 		{give: []string{"--dynamic-config", "k=unquoted"}, wantErr: "not JSON"},
 		{give: []string{"--search-attributes", "X=Nope"}, wantErr: "unknown type"},
 		{give: []string{"extra"}, wantErr: "unexpected arguments"},
+		{give: []string{"--postgres", "db:5432"}, check: func(o serveOptions) bool {
+			return o.Postgres.enabled() && o.Postgres.User == "temporal" && o.Postgres.Database == "temporal" &&
+				o.Postgres.Visibility == "temporal_visibility" && o.Postgres.Password == "pw from env"
+		}},
+		{give: []string{"--postgres", "db"}, wantErr: "--postgres"},
+		{give: []string{"--postgres", "db:1", "--postgres-user", ""}, wantErr: "--postgres-user: empty"},
+		{give: []string{"--postgres", "db:1", "--postgres-visibility-db", "temporal"}, wantErr: "must differ"},
+		{give: []string{"--ip", "auto"}, check: func(o serveOptions) bool {
+			return o.IP != "auto" && !o.Postgres.enabled()
+		}},
 	}
+	t.Setenv("TEMPORAL_POSTGRES_PASSWORD", "pw from env")
 	for _, tt := range tests {
 		got, err := parseServe(tt.give, io.Discard)
 		if tt.wantErr != "" {
@@ -114,6 +125,9 @@ func TestParseClient(t *testing.T) {
 	}
 	if o.Address != "h:1" || len(o.SearchAttributes) != 4 {
 		t.Errorf("register = %+v", o)
+	}
+	if o, err := parseClient("check", []string{"--address", "auto:7233"}, io.Discard, ""); err != nil || strings.HasPrefix(o.Address, "auto") {
+		t.Errorf("--address auto:7233 = %q, %v; want this host's address", o.Address, err)
 	}
 	if _, err := parseClient("check", []string{"--address", "nocolon"}, io.Discard, ""); err == nil {
 		t.Error("address without a port accepted")

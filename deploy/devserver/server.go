@@ -46,9 +46,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.DB, err = filepath.Abs(o.DB); err != nil {
-		return fmt.Errorf("db path: %w", err)
-	}
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
@@ -66,13 +63,30 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	sqlConf := sqliteConfig(o.DB)
-	if err := prepareDatabase(sqlConf, o); err != nil {
-		return err
-	}
-
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: o.LogLevel, Format: "console"}))
-	srv, err := newTemporalServer(o, sqlConf, logger)
+	var stores persistenceStores
+	if o.Postgres.enabled() {
+		prepCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
+		err := preparePostgres(prepCtx, o.Postgres, logger)
+		cancel()
+		if err != nil {
+			return err
+		}
+		stores = persistenceStores{
+			main: o.Postgres.sqlConfig(o.Postgres.Database), visibility: o.Postgres.sqlConfig(o.Postgres.Visibility),
+			shards: postgresHistoryShards, where: "postgres://" + o.Postgres.Address + "/" + o.Postgres.Database,
+		}
+	} else {
+		if o.DB, err = filepath.Abs(o.DB); err != nil {
+			return fmt.Errorf("db path: %w", err)
+		}
+		sqlConf := sqliteConfig(o.DB)
+		if err := prepareDatabase(sqlConf, o); err != nil {
+			return err
+		}
+		stores = persistenceStores{main: sqlConf, shards: historyShards, where: o.DB}
+	}
+	srv, err := newTemporalServer(o, stores, logger)
 	if err != nil {
 		return err
 	}
@@ -94,7 +108,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return errors.Join(err, shutdown())
 	}
 	fmt.Fprintf(stdout, "temporal-dev: ready frontend=%s http=%s namespace=%s ui=%s db=%s\n",
-		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), o.DB)
+		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), stores.where)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "temporal-dev: shutting down")
@@ -115,6 +129,13 @@ func ready(ctx context.Context, o serveOptions, started func(*uiserver.Server)) 
 		return err
 	}
 	defer c.Close()
+	// A SQLite file gets its namespace with the schema; a Postgres cluster through the
+	// frontend, once it answers.
+	if o.Postgres.enabled() {
+		if err := c.ensureNamespace(ctx, o.Namespace, o.Retention); err != nil {
+			return err
+		}
+	}
 	if err := c.waitNamespace(ctx, o.Namespace); err != nil {
 		return err
 	}
@@ -186,7 +207,15 @@ func prepareDatabase(conf *config.SQL, o serveOptions) error {
 // newTemporalServer wires frontend, history, matching and worker into one process. Only
 // the frontend listens on chosen ports (o.HTTPPort is set by now); the internal services
 // take free ports.
-func newTemporalServer(o serveOptions, sqlConf *config.SQL, logger log.Logger) (temporal.Server, error) {
+// persistenceStores are the SQL stores of the server: main holds executions (and
+// visibility when visibility is nil); where names them for the ready line.
+type persistenceStores struct {
+	main, visibility *config.SQL
+	shards           int32
+	where            string
+}
+
+func newTemporalServer(o serveOptions, stores persistenceStores, logger log.Logger) (temporal.Server, error) {
 	hosts := map[primitives.ServiceName]static.Hosts{}
 	services := map[string]config.Service{}
 	for _, name := range []primitives.ServiceName{
@@ -211,10 +240,18 @@ func newTemporalServer(o serveOptions, sqlConf *config.SQL, logger log.Logger) (
 	conf := &config.Config{Services: services}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = o.IP
-	conf.Persistence.DefaultStore = storeName
-	conf.Persistence.VisibilityStore = storeName
-	conf.Persistence.NumHistoryShards = historyShards
-	conf.Persistence.DataStores = map[string]config.DataStore{storeName: {SQL: sqlConf}}
+	conf.Persistence.NumHistoryShards = stores.shards
+	if stores.visibility == nil {
+		conf.Persistence.DefaultStore = storeName
+		conf.Persistence.VisibilityStore = storeName
+		conf.Persistence.DataStores = map[string]config.DataStore{storeName: {SQL: stores.main}}
+	} else {
+		conf.Persistence.DefaultStore = "postgres"
+		conf.Persistence.VisibilityStore = "postgres-visibility"
+		conf.Persistence.DataStores = map[string]config.DataStore{
+			"postgres": {SQL: stores.main}, "postgres-visibility": {SQL: stores.visibility},
+		}
+	}
 	info := cluster.ClusterInformation{
 		Enabled:                true,
 		InitialFailoverVersion: 1,
