@@ -49,7 +49,8 @@ FROM scratch
 COPY bin/ /usr/local/bin/
 COPY --chown=65534:65534 data/ /data/
 COPY --chown=65534:65534 tmp/ /tmp/
-ENV PATH=/usr/local/bin WMRL_DATA_DIR=/data TMPDIR=/tmp
+# USER and HOME: without cgo, os/user reads only the environment.
+ENV PATH=/usr/local/bin WMRL_DATA_DIR=/data TMPDIR=/tmp USER=nobody HOME=/tmp
 USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/wmrl-worker"]
 DOCKER
@@ -65,6 +66,9 @@ cat >"$work/temporal/Dockerfile" <<'DOCKER'
 FROM scratch
 COPY temporal-dev /usr/local/bin/temporal-dev
 COPY --chown=65534:65534 tmp/ /tmp/
+# USER and HOME: the server's OpenTelemetry resource asks os/user, which
+# without cgo reads only the environment.
+ENV USER=nobody HOME=/tmp TMPDIR=/tmp
 USER 65534:65534
 EXPOSE 7233 8233
 ENTRYPOINT ["/usr/local/bin/temporal-dev"]
