@@ -48,11 +48,12 @@ var workerRoles = []struct {
 
 // workerEnv is every worker's plain environment (compose's x-worker).
 var workerEnv = map[string]string{
-	"TEMPORAL_ADDRESS": "temporal:7233",
-	"WMRL_DATA_DIR":    "/data",
-	"WMRL_CACHE":       "/tmp/wmrl-cache",
-	"HOME":             "/tmp",
-	"WMRL_SANDBOX":     "process",
+	"TEMPORAL_ADDRESS":  "temporal:7233",
+	"WMRL_DATA_DIR":     "/data",
+	"WMRL_CACHE":        "/tmp/wmrl-cache",
+	"HOME":              "/tmp",
+	"WMRL_SANDBOX":      "process",
+	"WMRL_METRICS_ADDR": "0.0.0.0:9464",
 }
 
 var temporalCheck = []string{"/usr/local/bin/temporal-dev", "check", "--address=auto:7233", "--timeout=4s"}
