@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local pyimage images up down
+.PHONY: all build test bench fmt vet clean demo demo-stop chaos-local pyimage images up down chaos
 
 all: build
 
@@ -64,6 +64,13 @@ up:
 
 down:
 	bash deploy/compose/up.sh down
+
+# The chaos suite across containers (deploy/compose/chaos.sh): the demo
+# preset once without faults, then once per fault (containers killed, cut
+# off the network, restarted, Postgres stopped for 30 s); prints a table of
+# hashes, rows and time lost. Not part of make test.
+chaos:
+	bash deploy/compose/chaos.sh
 
 # fuzz runs each fuzz target (package:target) for FUZZTIME. It is not part
 # of test. The default is a count of executions, not a duration: with a

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The chaos suite of the compose deployment (`make chaos`; not part of make test).
+#
+# It brings the deployment up (deploy/compose/up.sh), runs the demo preset once
+# without faults (the baseline), then once per fault, each fault injected after
+# the run has completed $WMRL_CHAOS_AFTER_STEP steps (default 3):
+#
+#   sandbox-kill      docker kill of sandbox worker 1 (sandbox-2 carries on)
+#   gpu-kill          docker kill of the only GPU-queue worker, started again 10 s later
+#   sandbox-partition sandbox worker 1 cut off the network for 60 s, then reconnected
+#   temporal-restart  docker restart of the Temporal server
+#   postgres-restart  docker restart of PostgreSQL
+#   postgres-stop     PostgreSQL stopped for 30 s, then started
+#   cli-kill          the CLI container following the run is killed
+#
+# For each it prints one line: whether the run completed by itself, its final
+# checkpoint hash against the baseline's, whether its rows (steps, trajectories,
+# anchor pairs, checkpoints, evaluations) are as many as the baseline's, and the
+# wall time lost against the baseline. A different hash would mean a step
+# trained twice or on other data; the primary keys refuse duplicate rows.
+#
+#   WMRL_CHAOS_FAULTS="sandbox-kill temporal-restart" make chaos   # a subset
+#   WMRL_CHAOS_PRESET=tiny                                         # a shorter run
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+project=${WMRL_COMPOSE_PROJECT:-wmrl-deploy}
+preset=${WMRL_CHAOS_PRESET:-demo}
+after=${WMRL_CHAOS_AFTER_STEP:-3}
+faults=${WMRL_CHAOS_FAULTS:-sandbox-kill gpu-kill sandbox-partition temporal-restart postgres-restart postgres-stop cli-kill}
+deadline=${WMRL_CHAOS_RUN_TIMEOUT:-1800}
+log() { echo "chaos: $*" >&2; }
+dc() { docker-compose -p "$project" --project-directory "$here" -f "$here/docker-compose.yml" "$@"; }
+ctr() { dc ps -q "$1"; }
+
+# status RUN: the run's status as JSON, or nothing while it cannot be read.
+status() { dc run --rm -T cli status "$1" --json 2>/dev/null || true; }
+field() { python3 -c 'import json,sys
+try: d=json.load(sys.stdin)
+except Exception: sys.exit(0)
+v=d
+for k in sys.argv[1].split("."):
+    v=v.get(k) if isinstance(v,dict) else None
+print("" if v is None else v)' "$1"; }
+
+rows() {
+	docker exec -i "$(ctr postgres)" psql -qAt -U postgres -d wmrl -v run="$1" <<'SQL' | tr '\n' ' '
+SELECT (SELECT count(*) FROM steps WHERE run_id = :'run') || '/' ||
+       (SELECT count(*) FROM trajectories WHERE run_id = :'run') || '/' ||
+       (SELECT count(*) FROM anchor_pairs WHERE run_id = :'run') || '/' ||
+       (SELECT count(*) FROM checkpoints WHERE run_id = :'run') || '/' ||
+       (SELECT count(*) FROM evaluations WHERE run_id = :'run');
+SQL
+}
+
+inject() {
+	case $1 in
+	none) ;;
+	sandbox-kill) docker kill "$(ctr sandbox-1)" >/dev/null ;;
+	gpu-kill)
+		docker kill "$(ctr gpu)" >/dev/null
+		sleep 10
+		docker start "$(ctr gpu)" >/dev/null
+		;;
+	sandbox-partition)
+		docker network disconnect "${project}_wmrl" "$(ctr sandbox-1)"
+		sleep 60
+		docker network connect "${project}_wmrl" "$(ctr sandbox-1)"
+		;;
+	temporal-restart) docker restart "$(ctr temporal)" >/dev/null ;;
+	postgres-restart) docker restart "$(ctr postgres)" >/dev/null ;;
+	postgres-stop)
+		docker stop "$(ctr postgres)" >/dev/null
+		sleep 30
+		docker start "$(ctr postgres)" >/dev/null
+		;;
+	cli-kill) docker kill "$project-follow" >/dev/null ;;
+	*)
+		log "unknown fault $1"
+		exit 2
+		;;
+	esac
+}
+
+# one FAULT: runs the preset with FAULT injected; prints "hash rows seconds state".
+one() {
+	local fault=$1 run="chaos-$1-$(date +%s)" t0=$SECONDS st step state=
+	dc run --rm -T cli run --preset "$preset" --name "$run" --detach >/dev/null
+	# The CLI that follows the run (the one cli-kill kills).
+	docker rm -f "$project-follow" >/dev/null 2>&1 || true
+	dc run -d --name "$project-follow" cli status "$run" --follow >/dev/null
+	if [[ $fault != none ]]; then
+		while :; do
+			step=$(status "$run" | field step)
+			[[ ${step:-0} -ge $after ]] && break
+			((SECONDS - t0 > deadline)) && break
+			sleep 2
+		done
+		log "$run: step ${step:-?}: injecting $fault"
+		inject "$fault"
+	fi
+	while ((SECONDS - t0 <= deadline)); do
+		st=$(status "$run")
+		state=$(field state <<<"$st")
+		[[ $state == completed || $state == failed || $state == terminated ]] && break
+		sleep 3
+	done
+	local secs=$((SECONDS - t0))
+	# Leave the deployment whole for the next fault.
+	for s in sandbox-1 gpu; do docker start "$(ctr "$s")" >/dev/null 2>&1 || true; done
+	docker rm -f "$project-follow" >/dev/null 2>&1 || true
+	echo "$(field checkpoint.hash <<<"$st" | cut -c1-12) $(rows "$run")$secs ${state:-unknown}"
+}
+
+bash "$here/up.sh" up
+# A warm-up run, not measured: each worker builds the suite on its first
+# task (tens of seconds), which would otherwise be charged to the baseline.
+log "warm-up: a tiny run"
+dc run --rm -T cli run --preset tiny --name "chaos-warmup-$(date +%s)" >/dev/null
+read -r base_hash base_rows base_secs base_state < <(one none)
+log "baseline: $base_state, checkpoint $base_hash, rows $base_rows, ${base_secs}s"
+printf '| fault | completed by itself | checkpoint | same as baseline | rows steps/traj/pairs/ckpt/evals | time lost |\n|---|---|---|---|---|---|\n'
+printf '| none (baseline) | %s | %s | - | %s | %ss in all |\n' "$base_state" "$base_hash" "$base_rows" "$base_secs"
+bad=0
+for f in $faults; do
+	read -r hash rows secs state < <(one "$f")
+	same=yes
+	[[ $hash == "$base_hash" && $rows == "$base_rows" && $state == completed ]] || { same=NO; bad=1; }
+	printf '| %s | %s | %s | %s | %s | %+ds |\n' "$f" "$state" "$hash" "$same" "$rows" $((secs - base_secs))
+done
+exit $bad
