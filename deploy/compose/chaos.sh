@@ -21,6 +21,11 @@
 #
 #   WMRL_CHAOS_FAULTS="sandbox-kill temporal-restart" make chaos   # a subset
 #   WMRL_CHAOS_PRESET=tiny                                         # a shorter run
+#
+#   deploy/compose/chaos.sh load    the load test instead: one run of the tiny preset
+#                                   alone, then $WMRL_LOAD_RUNS (16) at once; steps per
+#                                   minute and step latency (p50, p99) of both, from
+#                                   the steps' start and end times in Postgres
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -111,6 +116,50 @@ one() {
 	docker rm -f "$project-follow" >/dev/null 2>&1 || true
 	echo "$(field checkpoint.hash <<<"$st" | cut -c1-12) $(rows "$run")$secs ${state:-unknown}"
 }
+
+# psql_wmrl SQL: one query in wmrl's database, unaligned.
+psql_wmrl() { docker exec -i "$(ctr postgres)" psql -qAt -F ' ' -U postgres -d wmrl -c "$1"; }
+
+# load_stats PREFIX WALL: steps/min over WALL seconds and the step latencies.
+load_stats() {
+	psql_wmrl "SELECT count(*), round(count(*) * 60.0 / $2, 1),
+		round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::numeric, 2),
+		round(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::numeric, 2)
+		FROM steps WHERE run_id LIKE '$1%' AND status = 'completed'"
+}
+
+load() {
+	local n=${WMRL_LOAD_RUNS:-16} stamp t0 ndone=0 wall1 walln
+	bash "$here/up.sh" up
+	stamp=$(date +%s)
+	log "warm-up and single run: tiny preset"
+	dc run --rm -T cli run --preset tiny --name "load-warmup-$stamp" >/dev/null
+	t0=$SECONDS
+	dc run --rm -T cli run --preset tiny --name "load1-$stamp" >/dev/null
+	wall1=$((SECONDS - t0))
+	log "$n tiny runs at once"
+	t0=$SECONDS
+	for i in $(seq 1 "$n"); do
+		dc run --rm -T cli run --preset tiny --name "load$n-$stamp-$i" --detach --skip-preflight >/dev/null &
+	done
+	wait
+	while ((SECONDS - t0 <= deadline)); do
+		ndone=$(psql_wmrl "SELECT count(*) FROM runs WHERE id LIKE 'load$n-$stamp-%' AND state = 'completed'")
+		((ndone >= n)) && break
+		sleep 3
+	done
+	walln=$((SECONDS - t0))
+	printf '| runs at once | completed | wall s | steps | steps/min | step latency p50 s | p99 s |\n|---|---|---|---|---|---|---|\n'
+	read -r c spm p50 p99 < <(load_stats "load1-$stamp" "$wall1")
+	printf '| 1 | 1/1 | %s | %s | %s | %s | %s |\n' "$wall1" "$c" "$spm" "$p50" "$p99"
+	read -r c spm p50 p99 < <(load_stats "load$n-$stamp-" "$walln")
+	printf '| %s | %s/%s | %s | %s | %s | %s | %s |\n' "$n" "$ndone" "$n" "$walln" "$c" "$spm" "$p50" "$p99"
+	((ndone >= n))
+}
+if [[ ${1:-} == load ]]; then
+	load
+	exit
+fi
 
 bash "$here/up.sh" up
 # A warm-up run, not measured: each worker builds the suite on its first
