@@ -86,6 +86,19 @@ fi
 
 status="$(pg_lsclusters --no-header | awk -v v="$version" '$1==v && $2=="main" {print $4}')"
 if [ "$status" != "online" ]; then
+	# A machine restored from a snapshot taken while postgres ran keeps its
+	# socket lock files; postgres refuses to start when it cannot remove them
+	# (seen: "could not remove old lock file ... Permission denied"). Remove
+	# those whose process is gone, and give the socket directory back to postgres.
+	as_root install -d -o postgres -g postgres -m 2775 /var/run/postgresql
+	for lock in /var/run/postgresql/.s.PGSQL.*.lock; do
+		[ -e "$lock" ] || continue
+		pid="$(as_root head -n1 "$lock" 2>/dev/null | tr -dc '0-9')"
+		if [ -z "$pid" ] || [ "$(ps -o comm= -p "$pid" 2>/dev/null)" != "postgres" ]; then
+			log "removing stale lock file $lock (pid ${pid:-none} is gone)"
+			as_root rm -f "$lock" "${lock%.lock}"
+		fi
+	done
 	log "starting cluster $version/main"
 	as_root pg_ctlcluster "$version" main start >&2
 elif [ "$changed" -eq 1 ]; then
