@@ -48,7 +48,7 @@ func newBenchCmd(cf *connFlags) *cobra.Command {
 		Short: "Benchmarks of wmrl on the real stack",
 		Args:  cobra.NoArgs,
 	}
-	bench.AddCommand(newReproduceCmd(cf))
+	bench.AddCommand(newReproduceCmd(cf), newFrontierCmd())
 	return bench
 }
 

@@ -28,31 +28,52 @@ const (
 // format ("png", "svg", or another format gonum/plot knows). Curves
 // without points are left out but keep their index.
 func DrawLines(w io.Writer, format, title, xLabel, yLabel string, curves []Curve) error {
+	p := newPlot(title, xLabel, yLabel)
+	for i, c := range curves {
+		if len(c.Points) == 0 {
+			continue
+		}
+		if err := addLine(p, i, c); err != nil {
+			return err
+		}
+	}
+	return writePlot(w, format, p)
+}
+
+// newPlot is the plot every drawing here starts from: a title, axis
+// labels, a grid, the legend at the bottom right (scores mostly rise).
+func newPlot(title, xLabel, yLabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = false // bottom right: scores mostly rise
-	for i, c := range curves {
-		if len(c.Points) == 0 {
-			continue
-		}
-		xys := make(plotter.XYs, len(c.Points))
-		for j, pt := range c.Points {
-			xys[j] = plotter.XY{X: pt.X, Y: pt.Y}
-		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
-		}
-		line.Color = plotutil.Color(i)
-		line.Dashes = plotutil.Dashes(i)
-		points.Color = plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		p.Add(line, points)
-		p.Legend.Add(c.Name, line, points)
+	p.Legend.Top = false
+	return p
+}
+
+// addLine adds c as a line with points in plotutil's i-th colour, dash
+// pattern and glyph, with a legend entry.
+func addLine(p *plot.Plot, i int, c Curve) error {
+	xys := make(plotter.XYs, len(c.Points))
+	for j, pt := range c.Points {
+		xys[j] = plotter.XY{X: pt.X, Y: pt.Y}
 	}
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Name, err)
+	}
+	line.Color = plotutil.Color(i)
+	line.Dashes = plotutil.Dashes(i)
+	points.Color = plotutil.Color(i)
+	points.Shape = plotutil.Shape(i)
+	p.Add(line, points)
+	p.Legend.Add(c.Name, line, points)
+	return nil
+}
+
+// writePlot writes p, 6×4 inches, to w in format.
+func writePlot(w io.Writer, format string, p *plot.Plot) error {
 	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, format)
 	if err != nil {
 		return err

@@ -125,27 +125,35 @@ func Paired(runs []Run, a, b mode.Mode) (PairedDiff, bool) {
 		}
 		return out
 	}
-	sa, sb := score(a), score(b)
 	d := PairedDiff{A: a, B: b}
+	var ok bool
+	d.Mean, d.SE, d.Seeds, ok = pairScores(score(a), score(b))
+	d.N = len(d.Seeds)
+	return d, ok
+}
+
+// pairScores pairs two sets of scores by seed: the mean of the differences
+// a − b over the seeds both have (ascending), its standard error (sd of the
+// differences / √n; 0 when n < 2); ok is false when they share no seed.
+func pairScores(sa, sb map[uint64]float64) (mean, se float64, seeds []uint64, ok bool) {
 	for seed := range sa {
 		if _, ok := sb[seed]; ok {
-			d.Seeds = append(d.Seeds, seed)
+			seeds = append(seeds, seed)
 		}
 	}
-	if len(d.Seeds) == 0 {
-		return d, false
+	if len(seeds) == 0 {
+		return 0, 0, nil, false
 	}
-	slices.Sort(d.Seeds)
-	diffs := make([]float64, len(d.Seeds))
-	for i, seed := range d.Seeds {
+	slices.Sort(seeds)
+	diffs := make([]float64, len(seeds))
+	for i, seed := range seeds {
 		diffs[i] = sa[seed] - sb[seed]
 	}
 	st := MeanSD(diffs)
-	d.Mean, d.N = st.Mean, st.N
 	if st.N >= 2 {
-		d.SE = st.SD / math.Sqrt(float64(st.N))
+		se = st.SD / math.Sqrt(float64(st.N))
 	}
-	return d, true
+	return st.Mean, se, seeds, true
 }
 
 // pairsReported are the paired differences results.md shows.

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/reproduce"
+)
+
+// frontierRun is one (mode, seed) of a fixture: held-out score, training
+// sandbox CPU-seconds, executions.
+type frontierRun struct {
+	m     mode.Mode
+	seed  uint64
+	score float64
+	cpu   float64
+	execs int
+}
+
+// writeFrontierFixture writes a hand-made results.json to path.
+func writeFrontierFixture(t *testing.T, path string, suiteSeed uint64, config string, runs ...frontierRun) {
+	t.Helper()
+	res := reproduce.Results{Header: reproduce.Header{Command: "wmrl bench reproduce --fixture", Config: config},
+		Preset: "small", SuiteSeed: suiteSeed, Steps: 30}
+	for _, r := range runs {
+		res.Runs = append(res.Runs, reproduce.Run{Mode: r.m, Seed: r.seed, HeldOutScore: r.score,
+			SandboxCPUSeconds: r.cpu, Executions: r.execs})
+	}
+	var b bytes.Buffer
+	if err := reproduce.WriteJSON(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func simConfig(noise string) string {
+	return "world_model:\n  backend: simulated\n  simulated:\n    noise: " + noise + "\n"
+}
+
+// frontierFixtures writes, under dir: base/results.json (grpo and anchor,
+// seeds 1–3), sim-0.json (wmrl, simulated noise 0, seeds 1–3) and
+// sim-0.2.json (wmrl, simulated noise 0.2, seeds 1–2).
+func frontierFixtures(t *testing.T, dir string) {
+	t.Helper()
+	writeFrontierFixture(t, filepath.Join(dir, "base", "results.json"), 7, "",
+		frontierRun{mode.GRPO, 1, 0.60, 100, 1920}, frontierRun{mode.GRPO, 2, 0.70, 120, 1920}, frontierRun{mode.GRPO, 3, 0.65, 110, 1920},
+		frontierRun{mode.Anchor, 1, 0.62, 40, 480}, frontierRun{mode.Anchor, 2, 0.66, 50, 480}, frontierRun{mode.Anchor, 3, 0.64, 45, 480})
+	writeFrontierFixture(t, filepath.Join(dir, "sim-0.json"), 7, simConfig("0"),
+		frontierRun{mode.WMRL, 3, 0.70, 33, 480}, frontierRun{mode.WMRL, 1, 0.65, 30, 480}, frontierRun{mode.WMRL, 2, 0.69, 30, 480})
+	writeFrontierFixture(t, filepath.Join(dir, "sim-0.2.json"), 7, simConfig("0.2"),
+		frontierRun{mode.WMRL, 1, 0.58, 50, 480}, frontierRun{mode.WMRL, 2, 0.66, 60, 480})
+}
+
+func TestFrontierTable(t *testing.T) {
+	dir := t.TempDir()
+	frontierFixtures(t, dir)
+	out := filepath.Join(dir, "out")
+	base := filepath.Join(dir, "base")
+	stdout, _, err := runWMRL(t, "bench", "frontier", "--out", out,
+		"G="+base+":grpo", "A="+base+":anchor",
+		"sd 0.2="+filepath.Join(dir, "sim-0.2.json"), "sd 0="+filepath.Join(dir, "sim-0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, reproduce.FrontierMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By hand. grpo 0.60, 0.70, 0.65: mean 0.65, sd 0.05, SE 0.05/√3.
+	// sd 0 − grpo per seed 0.05, −0.01, 0.05: mean 0.03, sd √0.0012, SE 0.02;
+	// sd 0 − anchor 0.03, 0.03, 0.06: mean 0.04, SE 0.01; anchor − grpo
+	// 0.02, −0.04, −0.01: mean −0.01, sd 0.03, SE 0.03/√3; sd 0.2 − grpo on
+	// seeds 1, 2: −0.02, −0.04, mean −0.03, SE 0.01; − anchor −0.04, 0,
+	// mean −0.02, SE 0.02.
+	for _, want := range []string{
+		"| G | grpo | none | 3 | 0.6000, 0.7000, 0.6500 | 0.6500 | 0.0289 | 110.0 | 1920 | (reference) | +0.0100 ± 0.0173 |",
+		"| A | anchor | none | 3 | 0.6200, 0.6600, 0.6400 | 0.6400 | 0.0115 | 45.0 | 480 | -0.0100 ± 0.0173 | (reference) |",
+		"| sd 0.2 | wmrl | simulated, noise 0.2 | 2 | 0.5800, 0.6600 | 0.6200 | 0.0400 | 55.0 | 480 | -0.0300 ± 0.0100 | -0.0200 ± 0.0200 |",
+		"| sd 0 | wmrl | simulated, noise 0 | 3 | 0.6500, 0.6900, 0.7000 | 0.6800 | 0.0153 | 31.0 | 480 | +0.0300 ± 0.0200 | +0.0400 ± 0.0100 |",
+		"vs G (paired, ± SE) | vs A (paired, ± SE) |",
+		"![frontier](frontier.png)",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("frontier.md lacks\n%s\n---\n%s", want, md)
+		}
+		if strings.HasPrefix(want, "| ") && !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %s", want)
+		}
+	}
+
+	data, err := os.ReadFile(filepath.Join(out, reproduce.FrontierJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fr reproduce.Frontier
+	if err := json.Unmarshal(data, &fr); err != nil {
+		t.Fatal(err)
+	}
+	if fr.GRPO != "G" || fr.Anchor != "A" || len(fr.Points) != 4 || fr.SuiteSeed != 7 || fr.Steps != 30 {
+		t.Fatalf("frontier.json: %+v", fr)
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	g, s02, s0 := fr.Points[0], fr.Points[2], fr.Points[3]
+	near("grpo SE", g.HeldOutSE, 0.05/math.Sqrt(3))
+	if g.VsGRPO != nil || g.Noise != nil || g.WorldModel != "" {
+		t.Errorf("grpo point: %+v", g)
+	}
+	if s0.Noise == nil || *s0.Noise != 0 || s0.WorldModel != "simulated" || s0.VsGRPO == nil || s0.VsAnchor == nil {
+		t.Fatalf("sd 0 point: %+v", s0)
+	}
+	near("sd 0 − grpo", s0.VsGRPO.Mean, 0.03)
+	near("sd 0 − grpo SE", s0.VsGRPO.SE, 0.02)
+	near("sd 0 − anchor SE", s0.VsAnchor.SE, 0.01)
+	if got := s0.Seeds; len(got) != 3 || got[0] != 1 || got[2] != 3 || s0.HeldOutPerSeed[0] != 0.65 {
+		t.Errorf("sd 0 seeds %v scores %v, want sorted by seed", got, s0.HeldOutPerSeed)
+	}
+	if s02.Noise == nil || *s02.Noise != 0.2 || len(s02.VsGRPO.Seeds) != 2 {
+		t.Fatalf("sd 0.2 point: %+v", s02)
+	}
+	near("sd 0.2 − grpo SE", s02.VsGRPO.SE, 0.01)
+
+	f, err := os.Open(filepath.Join(out, reproduce.FrontierPlot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("frontier.png: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		t.Errorf("frontier.png is %v", b)
+	}
+
+	// --json prints frontier.json's object.
+	stdout, _, err = runWMRL(t, "bench", "frontier", "--json", "--out", out, "G="+base+":grpo", "sd 0="+filepath.Join(dir, "sim-0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js reproduce.Frontier
+	if err := json.Unmarshal([]byte(stdout), &js); err != nil || len(js.Points) != 2 || js.Anchor != "" || js.Points[1].VsAnchor != nil {
+		t.Errorf("--json: %v %+v", err, js)
+	}
+}
+
+func TestFrontierArgErrors(t *testing.T) {
+	dir := t.TempDir()
+	frontierFixtures(t, dir)
+	base := filepath.Join(dir, "base")
+	sim := filepath.Join(dir, "sim-0.json")
+	other := filepath.Join(dir, "other.json")
+	writeFrontierFixture(t, other, 8, "", frontierRun{mode.GRPO, 1, 0.5, 10, 100})
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		give  []string
+		usage bool
+		want  string
+	}{
+		{nil, true, "no point"},
+		{[]string{"G"}, true, `"G": want LABEL=RESULTS[:MODE]`},
+		{[]string{"=" + base}, true, "empty label"},
+		{[]string{"G=:grpo"}, true, `"G=:grpo": empty results path`},
+		{[]string{"G=" + base + ":bogus"}, true, `:bogus": mode after ':'`},
+		{[]string{"G=" + base}, true, "holds modes grpo, anchor: name one"},
+		{[]string{"G=" + base + ":grpo", "G=" + sim}, true, `label "G" already given`},
+		{[]string{"W=" + base + ":wmrl"}, false, "has no run of mode wmrl (it holds grpo, anchor)"},
+		{[]string{"X=" + filepath.Join(dir, "missing")}, false, `"X=` + filepath.Join(dir, "missing") + `"`},
+		{[]string{"E=" + empty}, false, "has no results.json"},
+		{[]string{"G=" + base + ":grpo", "O=" + other}, false, "suite seed 8"},
+		{[]string{"G=" + base + ":grpo", "S=" + sim, "--grpo", "nope"}, true, `--grpo "nope" is not a label`},
+		{[]string{"G=" + base + ":grpo", "G2=" + base + ":grpo"}, true, "points G, G2 all ran grpo"},
+	} {
+		args := append([]string{"bench", "frontier", "--out", filepath.Join(dir, "out")}, tt.give...)
+		_, _, err := runWMRL(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.give, err, tt.want)
+			continue
+		}
+		if got := exitStatus(err) == exitUsage; got != tt.usage {
+			t.Errorf("%q: usage error %v, want %v (%v)", tt.give, got, tt.usage, err)
+		}
+	}
+	// Two grpo points are fine once --grpo names the reference.
+	if _, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"), "--grpo", "G2",
+		"G="+base+":grpo", "G2="+base+":grpo"); err != nil {
+		t.Errorf("--grpo G2: %v", err)
+	}
+}
