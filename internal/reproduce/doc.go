@@ -11,6 +11,12 @@
 // evaluates the goals from the numbers; WriteAll writes results.json,
 // results.md and the PNG plots to a directory.
 //
+// BuildFrontier reads several such results, one labelled point each (the
+// seeds of one mode of one results.json), for `wmrl bench frontier`: held-out
+// score against training sandbox CPU, each point paired by seed with a grpo
+// and an anchor reference; WriteFrontier writes frontier.json, frontier.md
+// and frontier.png.
+//
 // The package is pure apart from writing those files: the caller supplies
 // the header (command, date, machine), so the same records always give the
 // same report.

@@ -249,7 +249,8 @@ type xyErr struct {
 // one point per label. The simulated world model's points are joined by a
 // line in noise order and annotated with their noise; the grpo and anchor
 // references have their own glyphs (a filled square and a filled
-// triangle); every other point is annotated with its label.
+// triangle), every other point a filled circle; each is annotated with its
+// label.
 func DrawFrontier(w io.Writer, format string, f Frontier) error {
 	p := newPlot("Held-out score vs training cost", "training sandbox CPU-seconds (mean over seeds)",
 		"held-out score (mean ± SE over seeds)")
@@ -298,7 +299,7 @@ func DrawFrontier(w io.Writer, format string, f Frontier) error {
 			continue
 		}
 		i++
-		c, shape, radius := plotutil.Color(i), plotutil.Shape(i), vg.Points(4)
+		c, shape, radius := plotutil.Color(i), draw.GlyphDrawer(draw.CircleGlyph{}), vg.Points(3.5)
 		switch pt.Label {
 		case f.GRPO:
 			shape, radius = draw.BoxGlyph{}, vg.Points(4)
