@@ -206,3 +206,30 @@ func TestFrontierArgErrors(t *testing.T) {
 		t.Errorf("--grpo G2: %v", err)
 	}
 }
+
+// TestFrontierWorldModel reads the world model from each result's recorded
+// --config: the built-in one when it names none, its refresh, another
+// backend; a mode without world model has none.
+func TestFrontierWorldModel(t *testing.T) {
+	dir := t.TempDir()
+	frontierFixtures(t, dir)
+	refresh := filepath.Join(dir, "refresh.json")
+	writeFrontierFixture(t, refresh, 7, "world_model:\n  refresh:\n    every: 5\n", frontierRun{mode.WMRL, 1, 0.6, 20, 480})
+	remote := filepath.Join(dir, "remote.json")
+	writeFrontierFixture(t, remote, 7, "world_model:\n  backend: openai\n", frontierRun{mode.WMRL, 1, 0.6, 20, 480})
+	bad := filepath.Join(dir, "bad.json")
+	writeFrontierFixture(t, bad, 7, "world_model: [", frontierRun{mode.WMRL, 1, 0.6, 20, 480})
+	stdout, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"),
+		"G="+filepath.Join(dir, "base")+":grpo", "R="+refresh, "O="+remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| G | grpo | none | 3 |", "| R | wmrl | builtin, refreshed every 5 steps | 1 |", "| O | wmrl | openai | 1 |"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %s:\n%s", want, stdout)
+		}
+	}
+	if _, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"), "B="+bad); err == nil || !strings.Contains(err.Error(), "B ("+bad+"): header config") {
+		t.Errorf("malformed header config: %v", err)
+	}
+}

@@ -62,7 +62,11 @@ type FrontierPoint struct {
 	// only).
 	WorldModel string   `json:"world_model,omitempty"`
 	Noise      *float64 `json:"noise,omitempty"`
-	Seeds      []uint64 `json:"seeds"`
+	// RefreshEvery is world_model.refresh.every: the world model is
+	// retrained on the run's anchor executions every so many steps (0:
+	// frozen).
+	RefreshEvery int      `json:"refresh_every,omitempty"`
+	Seeds        []uint64 `json:"seeds"`
 	// HeldOutPerSeed is the held-out score of each seed, in Seeds' order;
 	// HeldOutSE the standard error of their mean (sd / √n, 0 for one seed).
 	HeldOutPerSeed []float64 `json:"heldout_per_seed"`
@@ -95,30 +99,34 @@ type Frontier struct {
 	Commands map[string]string `json:"commands"`
 }
 
-// worldModelOf reads the world model's backend and, for the simulated one,
-// its noise from a results header's configuration (YAML laid over the
-// preset; the preset's world model is the built-in one).
-func worldModelOf(config string) (string, *float64, error) {
+// worldModelOf sets p's world model from a results header's configuration
+// (YAML laid over the preset; the preset's world model is the built-in,
+// frozen one): its backend, the simulated one's noise, its refresh.
+func worldModelOf(p *FrontierPoint, config string) error {
 	var doc struct {
 		WorldModel struct {
 			Backend   string `yaml:"backend"`
 			Simulated struct {
 				Noise float64 `yaml:"noise"`
 			} `yaml:"simulated"`
+			Refresh struct {
+				Every int `yaml:"every"`
+			} `yaml:"refresh"`
 		} `yaml:"world_model"`
 	}
 	if err := yaml.Unmarshal([]byte(config), &doc); err != nil {
-		return "", nil, fmt.Errorf("header config: %w", err)
+		return fmt.Errorf("header config: %w", err)
 	}
-	switch wm := doc.WorldModel; wm.Backend {
-	case "", backend.Builtin:
-		return backend.Builtin, nil, nil
+	wm := doc.WorldModel
+	p.WorldModel, p.RefreshEvery = wm.Backend, wm.Refresh.Every
+	switch wm.Backend {
+	case "":
+		p.WorldModel = backend.Builtin
 	case backend.Simulated:
 		noise := wm.Simulated.Noise
-		return wm.Backend, &noise, nil
-	default:
-		return wm.Backend, nil, nil
+		p.Noise = &noise
 	}
+	return nil
 }
 
 // BuildFrontier aggregates each source into a point and pairs every point
@@ -146,8 +154,7 @@ func BuildFrontier(srcs []FrontierSource, grpo, anchor string) (Frontier, error)
 		}
 		p := FrontierPoint{Label: s.Label, Source: s.Path, Mode: s.Mode}
 		if s.Mode.Pieces().WorldModel {
-			var err error
-			if p.WorldModel, p.Noise, err = worldModelOf(r.Header.Config); err != nil {
+			if err := worldModelOf(&p, r.Header.Config); err != nil {
 				return Frontier{}, fmt.Errorf("%s (%s): %w", s.Label, s.Path, err)
 			}
 		}
@@ -356,6 +363,9 @@ func FrontierTable(w io.Writer, f Frontier) error {
 			wm = "none"
 		case p.Simulated():
 			wm = fmt.Sprintf("simulated, noise %g", *p.Noise)
+		}
+		if p.RefreshEvery > 0 {
+			wm += fmt.Sprintf(", refreshed every %d steps", p.RefreshEvery)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %.4f | %.4f | %.1f | %.0f | %s | %s |\n", p.Label, p.Mode, wm,
 			len(p.Seeds), strings.Join(per, ", "), p.HeldOut.Mean, p.HeldOutSE, p.CPUSeconds.Mean, p.Executions.Mean,
