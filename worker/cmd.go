@@ -41,6 +41,8 @@ type options struct {
 	queues             []string
 	metricsAddr        string
 	debug              bool
+	// temporalTLS is TLS to Temporal, from the environment only.
+	temporalTLS deployenv.TLS
 }
 
 // execute runs the worker's command line and returns its exit status: 0,
@@ -90,6 +92,7 @@ usage error. An error of the command line is one line on stderr.`,
 			if o.databaseURL == "" {
 				o.databaseURL = env.DatabaseURL
 			}
+			o.temporalTLS = env.TLS
 			return serve(cmd.Context(), o)
 		},
 	}

@@ -44,6 +44,10 @@ func TestParseFlags(t *testing.T) {
 		o.executor != "/bin/x" || o.worldModel != "wm.json" {
 		t.Fatalf("parsed %+v (exit %d)", o, status)
 	}
+	tlsEnv := deployenv.TLS{CA: "/ca.pem", Cert: "/c.pem", Key: "/k.pem", ServerName: "temporal"}
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "auto", TLS: tlsEnv}); o.temporalTLS != tlsEnv {
+		t.Errorf("$TEMPORAL_TLS_*: options %+v, want %+v", o.temporalTLS, tlsEnv)
+	}
 	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "process"}); o.sandboxKind != "process" || o.metricsAddr != "" {
 		t.Errorf("$WMRL_SANDBOX=process: --sandbox %q, --metrics-addr %q", o.sandboxKind, o.metricsAddr)
 	}

@@ -76,15 +76,17 @@ func (s size) String() string { return fmt.Sprintf("%dx%d", s.groups, s.samples)
 
 type options struct {
 	address, namespace string
-	databaseURL        string
-	dataDir            string
-	executor           string
-	sandboxKind        string
-	sizes              []size
-	steps, k           int
-	evalTasks          int
-	projectSteps       int
-	timeout            time.Duration
+	// temporalTLS is TLS to Temporal, from $TEMPORAL_TLS_* only.
+	temporalTLS  deployenv.TLS
+	databaseURL  string
+	dataDir      string
+	executor     string
+	sandboxKind  string
+	sizes        []size
+	steps, k     int
+	evalTasks    int
+	projectSteps int
+	timeout      time.Duration
 	// pollers is the activity task pollers per queue (0: the SDK's
 	// default); parallelism overrides the preset's fan-out bound when > 0.
 	pollers, parallelism int
@@ -112,6 +114,7 @@ func parseFlags(args []string) (options, error) {
 	env := deployenv.Read()
 	fs := flag.NewFlagSet("orchbench", flag.ContinueOnError)
 	fs.StringVar(&o.address, "address", env.Address, "Temporal frontend ($TEMPORAL_ADDRESS)")
+	o.temporalTLS = env.TLS
 	fs.StringVar(&o.namespace, "namespace", "wmrl-orchbench",
 		"Temporal namespace, registered with wmrl's search attributes if missing (its own, so that no other worker takes the bench's tasks)")
 	fs.StringVar(&o.databaseURL, "database-url", env.DatabaseURL, "Postgres DSN ($WMRL_DATABASE_URL)")
@@ -201,7 +204,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	acts.Tasks, acts.Policy, acts.WorldModel, acts.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
 	o.sandboxKind = kind
 
-	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace, Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	tlsConf, err := o.temporalTLS.Config()
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
+		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf}})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
