@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -76,8 +77,8 @@ func (s size) String() string { return fmt.Sprintf("%dx%d", s.groups, s.samples)
 
 type options struct {
 	address, namespace string
-	// temporalTLS is TLS to Temporal, from $TEMPORAL_TLS_* only.
-	temporalTLS  deployenv.TLS
+	// tls is TLS to Temporal, from $TEMPORAL_TLS_* only (nil: plain text).
+	tls          *tls.Config
 	databaseURL  string
 	dataDir      string
 	executor     string
@@ -114,7 +115,6 @@ func parseFlags(args []string) (options, error) {
 	env := deployenv.Read()
 	fs := flag.NewFlagSet("orchbench", flag.ContinueOnError)
 	fs.StringVar(&o.address, "address", env.Address, "Temporal frontend ($TEMPORAL_ADDRESS)")
-	o.temporalTLS = env.TLS
 	fs.StringVar(&o.namespace, "namespace", "wmrl-orchbench",
 		"Temporal namespace, registered with wmrl's search attributes if missing (its own, so that no other worker takes the bench's tasks)")
 	fs.StringVar(&o.databaseURL, "database-url", env.DatabaseURL, "Postgres DSN ($WMRL_DATABASE_URL)")
@@ -145,6 +145,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.evalTasks < 1 || o.projectSteps < 1 {
 		return o, fmt.Errorf("-eval-tasks and -project-steps must be positive")
+	}
+	if o.tls, err = env.TLS.Config(); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -204,13 +207,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	acts.Tasks, acts.Policy, acts.WorldModel, acts.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
 	o.sandboxKind = kind
 
-	tlsConf, err := o.temporalTLS.Config()
-	if err != nil {
-		return err
-	}
 	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
 		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf}})
+		ConnectionOptions: client.ConnectionOptions{TLS: o.tls}})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
