@@ -94,7 +94,7 @@ wait_up() {
 		fi
 		sleep 2
 	done
-	log "up in $((SECONDS - t0)) s: Temporal at 127.0.0.1:${WMRL_COMPOSE_TEMPORAL_PORT:-17233}, Web UI at http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}"
+	log "up in $((SECONDS - t0)) s: Temporal at 127.0.0.1:${WMRL_COMPOSE_TEMPORAL_PORT:-17233} (mutual TLS: certificates in $here/.secrets/tls), Web UI at http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}"
 }
 
 case ${1:-up} in
