@@ -138,7 +138,11 @@ func (c *connFlags) dial(ctx context.Context, stderr io.Writer) (client.Client, 
 	tc, err := client.DialContext(ctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: logger,
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf}})
 	if err != nil {
-		return nil, fmt.Errorf("connect to temporal at %s (start one with deploy/temporal.sh start, or set --address): %w", c.address, err)
+		hint := "start one with deploy/temporal.sh start, or set --address"
+		if tlsConf == nil {
+			hint += "; over TLS, set $" + deployenv.EnvTLSCA + ", $" + deployenv.EnvTLSCert + " and $" + deployenv.EnvTLSKey
+		}
+		return nil, fmt.Errorf("connect to temporal at %s (%s): %w", c.address, hint, err)
 	}
 	return tc, nil
 }

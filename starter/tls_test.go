@@ -54,7 +54,7 @@ func TestDialTLS(t *testing.T) {
 		{"server name", map[string]string{deployenv.EnvTLSCA: ca.CA, deployenv.EnvTLSCert: ca.ClientCert, deployenv.EnvTLSKey: ca.ClientKey,
 			deployenv.EnvTLSServerName: "temporal"}, "not implemented", "connect to temporal"},
 		{"no client certificate", map[string]string{deployenv.EnvTLSCA: ca.CA}, "connect to temporal at " + addr, "not implemented"},
-		{"plain text", nil, "connect to temporal at " + addr, "not implemented"},
+		{"plain text", nil, "over TLS, set $" + deployenv.EnvTLSCA, "not implemented"},
 		{"certificate without key", map[string]string{deployenv.EnvTLSCA: ca.CA, deployenv.EnvTLSCert: ca.ClientCert},
 			"$" + deployenv.EnvTLSCert + " is set without $" + deployenv.EnvTLSKey, "not implemented"},
 	}
