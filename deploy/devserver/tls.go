@@ -74,13 +74,14 @@ func (t *serverTLS) check(ip string) error {
 	if err != nil {
 		return err
 	}
+	caFlag := "--tls-ca"
 	if t.CA == "" {
-		t.CA = t.ClientCA
+		t.CA, caFlag = t.ClientCA, "--tls-client-ca"
 	}
 	if t.CA == "" {
 		return errors.New("--tls-cert needs --tls-ca (the CA of the certificate, for the server's own clients) or --tls-client-ca")
 	}
-	roots, err := loadPool("--tls-ca", t.CA)
+	roots, err := loadPool(caFlag, t.CA)
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func (t *serverTLS) check(ip string) error {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: t.ServerName, Roots: roots, Intermediates: intermediates,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return fmt.Errorf("--tls-cert %s does not verify under --tls-ca %s for %s: %w", t.Cert, t.CA, t.ServerName, err)
+		return fmt.Errorf("--tls-cert %s does not verify under %s %s for %s: %w", t.Cert, caFlag, t.CA, t.ServerName, err)
 	}
 	if t.ClientCA != "" {
 		clientRoots, err := loadPool("--tls-client-ca", t.ClientCA)

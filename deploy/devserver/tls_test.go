@@ -147,7 +147,7 @@ func TestServeTLSOptions(t *testing.T) {
 		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey}, wantErr: "needs --tls-ca"},
 		{give: []string{"--tls-cert", p.ServerCert + ".missing", "--tls-key", p.ServerKey, "--tls-ca", p.CA}, wantErr: "--tls-cert: open"},
 		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", other.ServerKey, "--tls-ca", p.CA}, wantErr: "--tls-key " + other.ServerKey},
-		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey, "--tls-client-ca", garbage}, wantErr: "--tls-ca: " + garbage + " holds no PEM"},
+		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey, "--tls-client-ca", garbage}, wantErr: "--tls-client-ca: " + garbage + " holds no PEM"},
 		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey, "--tls-ca", other.CA}, wantErr: "does not verify under --tls-ca"},
 		{give: append(mtls, "--tls-server-name", "elsewhere"), wantErr: "for elsewhere"},
 		{give: []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey, "--tls-ca", p.CA, "--tls-client-ca", other.CA},
