@@ -17,6 +17,7 @@ require (
 	go.temporal.io/sdk/contrib/tally v0.2.0
 	golang.org/x/net v0.60.0
 	golang.org/x/term v0.47.0
+	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -57,7 +58,6 @@ require (
 	golang.org/x/time v0.3.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
-	google.golang.org/grpc v1.83.2 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )
 

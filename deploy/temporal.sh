@@ -8,7 +8,11 @@
 #
 # Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default),
 # TEMPORAL_UI_PORT (8233), TEMPORAL_DB (.cache/temporal/dev.db),
-# TEMPORAL_START_TIMEOUT in seconds (120).
+# TEMPORAL_START_TIMEOUT in seconds (120). The server is plain text unless
+# TEMPORAL_SERVE_TLS_CERT and TEMPORAL_SERVE_TLS_KEY are set (serve --tls-cert, --tls-key),
+# with TEMPORAL_SERVE_TLS_CLIENT_CA (--tls-client-ca: mutual TLS) or TEMPORAL_SERVE_TLS_CA
+# (--tls-ca); its checks then use the server's own certificate unless TEMPORAL_TLS_CA,
+# TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY (wmrl's, which the checks always honour) say otherwise.
 #
 # The binary ($WMRL_TOOLS_DIR, default ~/.cache/wmrl/bin) is rebuilt only when deploy/devserver's go.mod, go.sum or *.go files, the Go
 # version or the build flags change: their hash sits in .cache/bin/temporal-dev.stamp.
@@ -29,6 +33,17 @@ namespace=${TEMPORAL_NAMESPACE:-default}
 ui_port=${TEMPORAL_UI_PORT:-8233}
 db=${TEMPORAL_DB:-$state/dev.db}
 start_timeout=${TEMPORAL_START_TIMEOUT:-120}
+# TLS of a server this script starts: serve's flags, and the checks' (empty: the checks
+# take TEMPORAL_TLS_* themselves).
+serve_tls=()
+check_tls=()
+if [[ -n ${TEMPORAL_SERVE_TLS_CERT:-} ]]; then
+	serve_tls=(--tls-cert "$TEMPORAL_SERVE_TLS_CERT" --tls-key "${TEMPORAL_SERVE_TLS_KEY:-}")
+	[[ -n ${TEMPORAL_SERVE_TLS_CLIENT_CA:-} ]] && serve_tls+=(--tls-client-ca "$TEMPORAL_SERVE_TLS_CLIENT_CA")
+	[[ -n ${TEMPORAL_SERVE_TLS_CA:-} ]] && serve_tls+=(--tls-ca "$TEMPORAL_SERVE_TLS_CA")
+	check_tls=(--tls-ca "${TEMPORAL_TLS_CA:-${TEMPORAL_SERVE_TLS_CA:-${TEMPORAL_SERVE_TLS_CLIENT_CA:-}}}"
+		--tls-cert "${TEMPORAL_TLS_CERT:-$TEMPORAL_SERVE_TLS_CERT}" --tls-key "${TEMPORAL_TLS_KEY:-${TEMPORAL_SERVE_TLS_KEY:-}}")
+fi
 # Build flags without -trimpath, so `go vet` and `go test` in deploy/devserver reuse the
 # compiled dependencies from the build cache.
 # CGO_ENABLED=0: a static binary, so the same file runs here and in the FROM-scratch
@@ -92,7 +107,7 @@ print_where() {
 
 # temporal_answers: true if a Temporal frontend serves $namespace at $address (gRPC).
 temporal_answers() {
-	"$bin" check --address "$address" --namespace "$namespace" --timeout "${1:-5}s" >/dev/null 2>&1
+	"$bin" check --address "$address" --namespace "$namespace" --timeout "${1:-5}s" "${check_tls[@]}" >/dev/null 2>&1
 }
 
 cmd_start() {
@@ -125,7 +140,7 @@ cmd_start() {
 	: >"$logfile"
 	local t0=$SECONDS
 	nohup "$bin" serve --ip 127.0.0.1 --port "$port" --ui-port "$ui_port" \
-		--namespace "$namespace" --db "$db" --start-timeout "${start_timeout}s" \
+		--namespace "$namespace" --db "$db" --start-timeout "${start_timeout}s" "${serve_tls[@]}" \
 		>"$logfile" 2>&1 </dev/null &
 	pid=$!
 	echo "$pid" >"$pidfile"
@@ -144,7 +159,7 @@ cmd_start() {
 		sleep 0.2
 	done
 	# An independent gRPC check from a second process.
-	"$bin" check --address "$address" --namespace "$namespace" --timeout 10s >/dev/null
+	"$bin" check --address "$address" --namespace "$namespace" --timeout 10s "${check_tls[@]}" >/dev/null
 	log "started pid $pid in $((SECONDS - t0))s (log: $logfile, db: $db)"
 	print_where
 }
@@ -189,7 +204,7 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 *)
-	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

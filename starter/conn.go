@@ -121,17 +121,28 @@ func (c *connFlags) dsn() string {
 	return c.env.DatabaseURL
 }
 
-// dial connects to Temporal; the SDK logs only warnings, to stderr, through
-// zap (the same bridge as the worker's).
+// dial connects to Temporal, over TLS when the environment says so
+// (deployenv.TLS); the SDK logs only warnings, to stderr, through zap (the
+// same bridge as the worker's).
 func (c *connFlags) dial(ctx context.Context, stderr io.Writer) (client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	enc := zap.NewDevelopmentEncoderConfig()
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(stderr), zapcore.WarnLevel)
 	logger := temporallog.New(zap.New(core))
-	tc, err := client.DialContext(ctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: logger})
+	// TLS from the environment ($TEMPORAL_TLS_*); none: plain text.
+	tlsConf, err := c.env.TLS.Config()
 	if err != nil {
-		return nil, fmt.Errorf("connect to temporal at %s (start one with deploy/temporal.sh start, or set --address): %w", c.address, err)
+		return nil, fmt.Errorf("connect to temporal at %s: %w", c.address, err)
+	}
+	tc, err := client.DialContext(ctx, client.Options{HostPort: c.address, Namespace: c.namespace, Logger: logger,
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConf}})
+	if err != nil {
+		hint := "start one with deploy/temporal.sh start, or set --address"
+		if tlsConf == nil {
+			hint += "; over TLS, set $" + deployenv.EnvTLSCA + ", $" + deployenv.EnvTLSCert + " and $" + deployenv.EnvTLSKey
+		}
+		return nil, fmt.Errorf("connect to temporal at %s (%s): %w", c.address, hint, err)
 	}
 	return tc, nil
 }

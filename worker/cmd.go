@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +42,9 @@ type options struct {
 	queues             []string
 	metricsAddr        string
 	debug              bool
+	// tls is TLS to Temporal, from the environment only (nil: plain
+	// text), built before anything starts.
+	tls *tls.Config
 }
 
 // execute runs the worker's command line and returns its exit status: 0,
@@ -89,6 +93,11 @@ usage error. An error of the command line is one line on stderr.`,
 			}
 			if o.databaseURL == "" {
 				o.databaseURL = env.DatabaseURL
+			}
+			// A wrong TLS file fails here, not after the suite has loaded.
+			var err error
+			if o.tls, err = env.TLS.Config(); err != nil {
+				return err
 			}
 			return serve(cmd.Context(), o)
 		},

@@ -197,11 +197,13 @@ func openMetrics(addr string, logger *zap.Logger) (*telemetry.Exporter, error) {
 // then stops the workers, letting running activities finish within their
 // stop timeout.
 func serveQueues(ctx context.Context, o options, acts *activities.Activities, exp *telemetry.Exporter, logger *zap.Logger) error {
+	// TLS from the environment ($TEMPORAL_TLS_*); none: plain text.
 	c, err := client.Dial(client.Options{
-		HostPort:       o.address,
-		Namespace:      o.namespace,
-		Logger:         temporallog.New(logger),
-		MetricsHandler: exp.TemporalHandler(),
+		HostPort:          o.address,
+		Namespace:         o.namespace,
+		Logger:            temporallog.New(logger),
+		MetricsHandler:    exp.TemporalHandler(),
+		ConnectionOptions: client.ConnectionOptions{TLS: o.tls},
 	})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
@@ -230,7 +232,7 @@ func serveQueues(ctx context.Context, o options, acts *activities.Activities, ex
 		workers = append(workers, w)
 		logger.Info("serving", zap.String("queue", q))
 	}
-	logger.Info("worker ready", zap.String("address", o.address), zap.String("namespace", o.namespace),
+	logger.Info("worker ready", zap.String("address", o.address), zap.Bool("tls", o.tls != nil), zap.String("namespace", o.namespace),
 		zap.Strings("queues", o.queues), zap.String("data_dir", o.dataDir), zap.String("runs", filepath.Join(o.dataDir, "runs", acts.RunsKey)))
 	<-ctx.Done()
 	logger.Info("stopping")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/deployenv"
+	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 // parse runs the command line with a serve that records its options.
@@ -43,6 +44,22 @@ func TestParseFlags(t *testing.T) {
 		o.namespace != "ns" || o.databaseURL != "dbname=flag" || o.dataDir != "/d" || o.suiteSeed != 7 || !o.debug ||
 		o.executor != "/bin/x" || o.worldModel != "wm.json" {
 		t.Fatalf("parsed %+v (exit %d)", o, status)
+	}
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "auto"}); o.tls != nil {
+		t.Errorf("no $TEMPORAL_TLS_*: TLS %+v, want plain text", o.tls)
+	}
+	certs := testenv.TLSCerts(t)
+	tlsEnv := deployenv.TLS{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey, ServerName: "temporal"}
+	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "auto", TLS: tlsEnv}); o.tls == nil || len(o.tls.Certificates) != 1 ||
+		o.tls.RootCAs == nil || o.tls.ServerName != "temporal" {
+		t.Errorf("$TEMPORAL_TLS_*: TLS %+v", o.tls)
+	}
+	// A wrong file stops the worker before it serves, naming the variable.
+	bad := tlsEnv
+	bad.Key = ""
+	if _, status, _, stderr := parse(t, deployenv.Env{Sandbox: "auto", TLS: bad}); status != exitRuntime ||
+		!strings.Contains(stderr, "$"+deployenv.EnvTLSCert+" is set without $"+deployenv.EnvTLSKey) {
+		t.Errorf("certificate without key: exit %d, stderr %q", status, stderr)
 	}
 	if o, _, _, _ := parse(t, deployenv.Env{Sandbox: "process"}); o.sandboxKind != "process" || o.metricsAddr != "" {
 		t.Errorf("$WMRL_SANDBOX=process: --sandbox %q, --metrics-addr %q", o.sandboxKind, o.metricsAddr)

@@ -10,7 +10,12 @@
 #   deploy/compose/up.sh -- ARGS  any docker-compose command, e.g. -- logs -f gpu
 #
 # The project name is wmrl-deploy ($WMRL_COMPOSE_PROJECT). Secrets live in
-# deploy/compose/.secrets (mode 0700, ignored by git), never in an image.
+# deploy/compose/.secrets (mode 0700, ignored by git), never in an image: the
+# database password and, in .secrets/tls, the certificates of Temporal's
+# mutual TLS (ca.pem, server and client pairs; remove the directory for a
+# new CA). A client on the host reaches 127.0.0.1:$WMRL_COMPOSE_TEMPORAL_PORT
+# with TEMPORAL_TLS_CA=.secrets/tls/ca.pem, TEMPORAL_TLS_CERT=.secrets/tls/client.pem
+# and TEMPORAL_TLS_KEY=.secrets/tls/client-key.pem.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +26,7 @@ dc() { docker-compose -p "$project" --project-directory "$here" -f "$here/docker
 
 secrets() {
 	local s=$here/.secrets
+	tls_certs
 	[[ -s $s/pg-password ]] && return
 	log "generating the database password in $s"
 	mkdir -p "$s"
@@ -35,6 +41,22 @@ secrets() {
 	)
 	# The postgres image reads the password file as its own user.
 	chmod 644 "$s/pg-password"
+}
+
+# tls_certs makes the CA and the certificates of Temporal's mutual TLS
+# (deploy/gencerts) unless they exist; the CA's key is never written. The
+# containers read the files as uid 65534: the keys are 0644 inside
+# .secrets (0700), as pg-password, so only its owner reaches them here.
+tls_certs() {
+	local s=$here/.secrets t=$here/.secrets/tls
+	[[ -s $t/ca.pem && -s $t/server-key.pem && -s $t/client-key.pem ]] && return
+	log "generating the CA and Temporal's TLS certificates in $t"
+	mkdir -p "$s"
+	chmod 700 "$s"
+	rm -rf "$t"
+	(cd "$root" && go run ./deploy/gencerts -dir "$t" -names temporal,localhost,127.0.0.1) >/dev/null
+	chmod 755 "$t"
+	chmod 644 "$t"/*.pem
 }
 
 images() {
@@ -72,7 +94,7 @@ wait_up() {
 		fi
 		sleep 2
 	done
-	log "up in $((SECONDS - t0)) s: Temporal at 127.0.0.1:${WMRL_COMPOSE_TEMPORAL_PORT:-17233}, Web UI at http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}"
+	log "up in $((SECONDS - t0)) s: Temporal at 127.0.0.1:${WMRL_COMPOSE_TEMPORAL_PORT:-17233} (mutual TLS: certificates in $here/.secrets/tls), Web UI at http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}"
 }
 
 case ${1:-up} in

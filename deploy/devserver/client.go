@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,15 +23,20 @@ import (
 // pollEvery is the pause between attempts while waiting for a server.
 const pollEvery = 250 * time.Millisecond
 
-// frontendClient talks to a Temporal frontend over plain gRPC.
+// frontendClient talks to a Temporal frontend over gRPC, plain or TLS.
 type frontendClient struct {
 	conn     *grpc.ClientConn
 	workflow workflowservice.WorkflowServiceClient
 	operator operatorservice.OperatorServiceClient
 }
 
-func dial(address string) (*frontendClient, error) {
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial connects to address over TLS with tlsConf, or in plain text when it is nil.
+func dial(address string, tlsConf *tls.Config) (*frontendClient, error) {
+	creds := insecure.NewCredentials()
+	if tlsConf != nil {
+		creds = credentials.NewTLS(tlsConf)
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", address, err)
 	}
@@ -166,7 +173,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
-	c, err := dial(o.Address)
+	c, err := dial(o.Address, o.TLS)
 	if err != nil {
 		return err
 	}
@@ -203,7 +210,7 @@ func register(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
-	c, err := dial(o.Address)
+	c, err := dial(o.Address, o.TLS)
 	if err != nil {
 		return err
 	}

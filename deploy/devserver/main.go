@@ -9,6 +9,12 @@
 //	temporal-dev check [flags]     wait until a frontend answers for a namespace
 //	temporal-dev register [flags]  add the search attributes to a running cluster
 //
+// With --tls-cert and --tls-key the frontend, and the services among themselves, speak
+// TLS only; with --tls-client-ca, mutual TLS (a client certificate of that CA required).
+// The Web UI and the startup checks present the server's own certificate. check and
+// register connect with --tls-ca, --tls-cert and --tls-key, by default wmrl's
+// TEMPORAL_TLS_CA, TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY.
+//
 // It is a Go module of its own (deploy/devserver), so the main wmrl module never depends
 // on the Temporal server. deploy/temporal.sh builds it once and starts and stops it.
 package main

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -132,6 +133,7 @@ type serveOptions struct {
 	DynamicConfig    dynamicConfig
 	StartTimeout     time.Duration
 	Postgres         postgresOptions
+	TLS              serverTLS
 }
 
 // FrontendAddress is the host:port clients dial.
@@ -167,6 +169,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.Postgres.User, "postgres-user", "temporal", "PostgreSQL user (with --postgres)")
 	fs.StringVar(&o.Postgres.Database, "postgres-db", "temporal", "PostgreSQL database of executions (with --postgres)")
 	fs.StringVar(&o.Postgres.Visibility, "postgres-visibility-db", "temporal_visibility", "PostgreSQL database of visibility (with --postgres)")
+	addServerTLSFlags(fs, &o.TLS)
 	if err := fs.Parse(args); err != nil {
 		return serveOptions{}, err
 	}
@@ -232,6 +235,9 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	if o.SearchAttributes, err = parseSearchAttributes(attrs); err != nil {
 		return serveOptions{}, fmt.Errorf("--search-attributes: %w", err)
 	}
+	if err := o.TLS.check(o.IP); err != nil {
+		return serveOptions{}, err
+	}
 	return o, nil
 }
 
@@ -241,6 +247,8 @@ type clientOptions struct {
 	Namespace        string
 	Timeout          time.Duration
 	SearchAttributes []searchAttribute
+	// TLS is the client TLS to the frontend (nil: plain text).
+	TLS *tls.Config
 }
 
 // parseClient parses the flags of check and register. attrsDefault is the default of
@@ -258,6 +266,8 @@ func parseClient(name string, args []string, stderr io.Writer, attrsDefault stri
 	fs.StringVar(&o.Namespace, "namespace", defaultNamespace, "namespace")
 	fs.DurationVar(&o.Timeout, "timeout", time.Minute, "give up after this long")
 	fs.StringVar(&attrs, "search-attributes", attrsDefault, "search attributes NAME=TYPE,...")
+	var tlsFlags clientTLS
+	addClientTLSFlags(fs, &tlsFlags)
 	if err := fs.Parse(args); err != nil {
 		return clientOptions{}, err
 	}
@@ -282,6 +292,9 @@ func parseClient(name string, args []string, stderr io.Writer, attrsDefault stri
 	}
 	if o.SearchAttributes, err = parseSearchAttributes(attrs); err != nil {
 		return clientOptions{}, fmt.Errorf("--search-attributes: %w", err)
+	}
+	if o.TLS, err = tlsFlags.config(); err != nil {
+		return clientOptions{}, err
 	}
 	return o, nil
 }

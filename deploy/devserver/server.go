@@ -42,12 +42,17 @@ const (
 // serve runs the dev server until SIGINT or SIGTERM. It prints one "temporal-dev: ready"
 // line on stdout once the namespace, its search attributes and the UI all answer.
 func serve(args []string, stdout, stderr io.Writer) error {
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	return serveUntil(ctx, args, stdout, stderr)
+}
+
+// serveUntil runs the dev server until ctx ends.
+func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseServe(args, stderr)
 	if err != nil {
 		return err
 	}
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
 
 	// Fail early and clearly on a taken port: the UI server would otherwise exit the process.
 	for _, p := range []int{o.Port, o.HTTPPort, o.UIPort} {
@@ -107,8 +112,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err := ready(ctx, o, func(u *uiserver.Server) { ui = u }); err != nil {
 		return errors.Join(err, shutdown())
 	}
-	fmt.Fprintf(stdout, "temporal-dev: ready frontend=%s http=%s namespace=%s ui=%s db=%s\n",
-		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), stores.where)
+	fmt.Fprintf(stdout, "temporal-dev: ready frontend=%s http=%s namespace=%s ui=%s db=%s tls=%s\n",
+		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), stores.where, o.TLS.mode())
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "temporal-dev: shutting down")
@@ -124,7 +129,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 func ready(ctx context.Context, o serveOptions, started func(*uiserver.Server)) error {
 	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	c, err := dial(o.FrontendAddress())
+	tlsConf, err := o.TLS.clientConfig()
+	if err != nil {
+		return err
+	}
+	c, err := dial(o.FrontendAddress(), tlsConf)
 	if err != nil {
 		return err
 	}
@@ -270,6 +279,7 @@ func newTemporalServer(o serveOptions, stores persistenceStores, logger log.Logg
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontend
+	conf.Global.TLS = o.TLS.rootTLS()
 
 	dyn := dynamicconfig.StaticClient{
 		// The UI polls visibility for lists and counts; the default of 10/s throttles it.
@@ -307,6 +317,7 @@ func newUIServer(o serveOptions) *uiserver.Server {
 		CORS:             uiconfig.CORS{CookieInsecure: true},
 		HideLogs:         true,
 		DisableNewsFetch: true,
+		TLS:              o.TLS.uiTLS(),
 	}))
 }
 

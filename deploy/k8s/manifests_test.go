@@ -49,6 +49,9 @@ var workerRoles = []struct {
 // workerEnv is every worker's plain environment (compose's x-worker).
 var workerEnv = map[string]string{
 	"TEMPORAL_ADDRESS":  "temporal:7233",
+	"TEMPORAL_TLS_CA":   "/run/secrets/wmrl-tls/ca.pem",
+	"TEMPORAL_TLS_CERT": "/run/secrets/wmrl-tls/client.pem",
+	"TEMPORAL_TLS_KEY":  "/run/secrets/wmrl-tls/client-key.pem",
 	"WMRL_DATA_DIR":     "/data",
 	"WMRL_CACHE":        "/tmp/wmrl-cache",
 	"HOME":              "/tmp",
@@ -56,7 +59,9 @@ var workerEnv = map[string]string{
 	"WMRL_METRICS_ADDR": "0.0.0.0:9464",
 }
 
-var temporalCheck = []string{"/usr/local/bin/temporal-dev", "check", "--address=auto:7233", "--timeout=4s"}
+var temporalCheck = []string{"/usr/local/bin/temporal-dev", "check", "--address=auto:7233", "--timeout=4s",
+	"--tls-ca=/run/secrets/wmrl-tls/ca.pem", "--tls-cert=/run/secrets/wmrl-tls/server.pem",
+	"--tls-key=/run/secrets/wmrl-tls/server-key.pem", "--tls-server-name=temporal"}
 
 // newDecoder decodes YAML strictly into the typed objects of the kinds the
 // manifests may use: an unknown or duplicate field, or any other kind, is
@@ -721,12 +726,44 @@ type composeFile struct {
 	} `json:"services"`
 }
 
+// secretFiles are the files a compose service mounts from .secrets/, by
+// their path in the container.
+func secretFiles(volumes []string) []string {
+	var out []string
+	for _, v := range volumes {
+		if src, dst, ok := strings.Cut(v, ":"); ok && strings.HasPrefix(src, "./.secrets/") {
+			out = append(out, strings.TrimSuffix(dst, ":ro"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// podSecretFiles are the files a container mounts from Secrets, by their
+// path in the container.
+func podSecretFiles(spec *corev1.PodSpec, c corev1.Container) []string {
+	var out []string
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			for _, it := range v.Secret.Items {
+				out = append(out, filepath.Join(m.MountPath, it.Path))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // composePath is the compose deployment the manifests mirror.
 const composePath = "../compose/docker-compose.yml"
 
 // TestComposeParity checks the manifests against the compose deployment:
 // the same worker roles with the same arguments, environment and volumes,
-// the same Temporal command and health check, Postgres environment and
+// the same secret files (TLS) at the same paths, the same Temporal command
+// and health check, Postgres environment and
 // migration command.
 func TestComposeParity(t *testing.T) {
 	data, err := os.ReadFile(composePath)
@@ -763,9 +800,10 @@ func TestComposeParity(t *testing.T) {
 	// Workers: compose's services of ${WMRL_IMAGE} serving queues, counted
 	// by their command, are the Deployments with those arguments.
 	type role struct {
-		count int
-		env   map[string]string
-		svc   string
+		count   int
+		env     map[string]string
+		svc     string
+		secrets []string
 	}
 	roles := map[string]*role{}
 	for name, s := range cf.Services {
@@ -780,7 +818,7 @@ func TestComposeParity(t *testing.T) {
 		}
 		r := roles[s.Command[0]]
 		if r == nil {
-			r = &role{env: s.Environment, svc: name}
+			r = &role{env: s.Environment, svc: name, secrets: secretFiles(s.Volumes)}
 			roles[s.Command[0]] = r
 		}
 		r.count++
@@ -807,6 +845,9 @@ func TestComposeParity(t *testing.T) {
 		if got := plainEnv(c); !maps.Equal(got, r.env) {
 			t.Errorf("Deployment %s: environment %v, compose %s has %v", d.Name, got, r.svc, r.env)
 		}
+		if got := podSecretFiles(&d.Spec.Template.Spec, c); !slices.Equal(got, r.secrets) {
+			t.Errorf("Deployment %s: secret files %q, compose %s mounts %q", d.Name, got, r.svc, r.secrets)
+		}
 	}
 	for q, r := range roles {
 		if !seen[q] {
@@ -821,6 +862,9 @@ func TestComposeParity(t *testing.T) {
 		c := d.Spec.Template.Spec.Containers[0]
 		if !slices.Equal(c.Args, s.Command) {
 			t.Errorf("Deployment temporal: args %q, compose command %q", c.Args, s.Command)
+		}
+		if got, want := podSecretFiles(&d.Spec.Template.Spec, c), secretFiles(s.Volumes); !slices.Equal(got, want) {
+			t.Errorf("Deployment temporal: secret files %q, compose mounts %q", got, want)
 		}
 		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" ||
 			c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || !slices.Equal(c.ReadinessProbe.Exec.Command, s.Healthcheck.Test[1:]) {

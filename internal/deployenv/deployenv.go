@@ -4,8 +4,10 @@
 // Postgres database (WMRL_DATABASE_URL), the data directory of checkpoints
 // and fused batches (WMRL_DATA_DIR), the suite cache (WMRL_CACHE), the
 // workers' sandbox (WMRL_SANDBOX) and where a worker serves its metrics
-// (WMRL_METRICS_ADDR). The
-// worker and the wmrl command take the defaults of their flags from Read.
+// (WMRL_METRICS_ADDR), and TLS to the Temporal frontend (TEMPORAL_TLS_CA,
+// TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY, TEMPORAL_TLS_SERVER_NAME: tls.go).
+// The worker and the wmrl command take the defaults of their flags from
+// Read.
 //
 // Several deployments may share one machine and one data directory; the
 // files of their runs are kept apart by RunsKey, which names a deployment
@@ -62,6 +64,8 @@ type Env struct {
 	// MetricsAddr is where a worker serves its Prometheus metrics
 	// (host:port; "": it serves none).
 	MetricsAddr string
+	// TLS is how to reach Temporal over TLS (zero: plain text).
+	TLS TLS
 }
 
 // Read returns the settings of the process's environment.
@@ -84,6 +88,7 @@ func read(getenv func(string) string) Env {
 		Sandbox:     or(EnvSandbox, DefaultSandbox),
 		Backends:    getenv(EnvBackends),
 		MetricsAddr: getenv(EnvMetricsAddr),
+		TLS:         readTLS(getenv),
 	}
 	if e.DataDir == "" {
 		e.DataDir = defaultDataDir(getenv)

@@ -43,3 +43,17 @@ func TestRunsKey(t *testing.T) {
 		}
 	}
 }
+
+func TestReadTLS(t *testing.T) {
+	set := map[string]string{EnvTLSCA: "/ca.pem", EnvTLSCert: "/c.pem", EnvTLSKey: "/k.pem", EnvTLSServerName: "temporal"}
+	got := read(func(k string) string { return set[k] }).TLS
+	if want := (TLS{CA: "/ca.pem", Cert: "/c.pem", Key: "/k.pem", ServerName: "temporal"}); got != want {
+		t.Errorf("TLS = %+v, want %+v", got, want)
+	}
+	if !got.Enabled() || (TLS{}).Enabled() || !(TLS{ServerName: "x"}).Enabled() {
+		t.Error("Enabled: want true with any variable, false without")
+	}
+	if def := read(func(string) string { return "" }); def.TLS != (TLS{}) {
+		t.Errorf("TLS without variables = %+v, want none", def.TLS)
+	}
+}

@@ -26,6 +26,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -76,15 +77,17 @@ func (s size) String() string { return fmt.Sprintf("%dx%d", s.groups, s.samples)
 
 type options struct {
 	address, namespace string
-	databaseURL        string
-	dataDir            string
-	executor           string
-	sandboxKind        string
-	sizes              []size
-	steps, k           int
-	evalTasks          int
-	projectSteps       int
-	timeout            time.Duration
+	// tls is TLS to Temporal, from $TEMPORAL_TLS_* only (nil: plain text).
+	tls          *tls.Config
+	databaseURL  string
+	dataDir      string
+	executor     string
+	sandboxKind  string
+	sizes        []size
+	steps, k     int
+	evalTasks    int
+	projectSteps int
+	timeout      time.Duration
 	// pollers is the activity task pollers per queue (0: the SDK's
 	// default); parallelism overrides the preset's fan-out bound when > 0.
 	pollers, parallelism int
@@ -142,6 +145,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.evalTasks < 1 || o.projectSteps < 1 {
 		return o, fmt.Errorf("-eval-tasks and -project-steps must be positive")
+	}
+	if o.tls, err = env.TLS.Config(); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -201,7 +207,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	acts.Tasks, acts.Policy, acts.WorldModel, acts.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
 	o.sandboxKind = kind
 
-	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace, Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))})
+	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
+		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		ConnectionOptions: client.ConnectionOptions{TLS: o.tls}})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
 	}
