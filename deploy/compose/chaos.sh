@@ -16,7 +16,8 @@
 # For each it prints one line: whether the run completed by itself, its final
 # checkpoint hash against the baseline's, whether its rows (steps, trajectories,
 # anchor pairs, checkpoints, evaluations) are as many as the baseline's, and the
-# wall time lost against the baseline. A different hash would mean a step
+# wall time lost against the baseline (which is run again at the end: the
+# difference of the two is the noise of that column). A different hash would mean a step
 # trained twice or on other data; the primary keys refuse duplicate rows.
 #
 #   WMRL_CHAOS_FAULTS="sandbox-kill temporal-restart" make chaos   # a subset
@@ -25,7 +26,9 @@
 #   deploy/compose/chaos.sh load    the load test instead: one run of the tiny preset
 #                                   alone, then $WMRL_LOAD_RUNS (16) at once; steps per
 #                                   minute and step latency (p50, p99) of both, from
-#                                   the steps' start and end times in Postgres
+#                                   the steps' start and end times in Postgres, and where
+#                                   it saturates: each container's CPU and each task
+#                                   queue's backlog while the runs ran
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -128,8 +131,51 @@ load_stats() {
 		FROM steps WHERE run_id LIKE '$1%' AND status = 'completed'"
 }
 
+# sample FILE: until killed, every 5 s appends one line per container (its
+# CPU % from docker stats) and per task queue (the age of its oldest waiting
+# task, from the Web UI's HTTP API), to tell where the load saturates.
+sample() {
+	local ui="http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}/api/v1/namespaces/default/task-queues" q kind age
+	while :; do
+		docker stats --no-stream --format '{{.Name}} {{.CPUPerc}}' $(dc ps -q) 2>/dev/null |
+			sed -E "s/^${project}_([a-z0-9-]+)_[0-9]+ /cpu \1 /; s/^${project}-([a-z]+) /cpu cli-\1 /; s/%$//" >>"$1"
+		for q in control rollout worldmodel sandbox gpu; do
+			for kind in WORKFLOW ACTIVITY; do
+				age=$(curl -fsS "$ui/wmrl-$q?taskQueueType=TASK_QUEUE_TYPE_$kind&reportStats=true" 2>/dev/null |
+					python3 -c 'import json,sys
+try: a=json.load(sys.stdin).get("stats",{}).get("approximateBacklogAge","0s")
+except Exception: sys.exit(0)
+print(float(a.rstrip("s") or 0))') || true
+				[[ -n $age ]] && echo "backlog $q/${kind,,} $age" >>"$1"
+			done
+		done
+		sleep 5
+	done
+}
+
+# saturation FILE: the mean and peak CPU % of each container and the peak
+# backlog age of each task queue over the samples, busiest first.
+saturation() {
+	python3 - "$1" <<'PY'
+import collections, sys
+cpu, backlog = collections.defaultdict(list), collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    try:
+        kind, name, value = line.split()
+        v = float(value)
+    except ValueError: continue
+    (cpu if kind == "cpu" else backlog)[name].append(v)
+print("| container | mean CPU % | peak CPU % |\n|---|---:|---:|")
+for n, v in sorted(cpu.items(), key=lambda kv: -sum(kv[1]) / len(kv[1])):
+    print(f"| {n} | {sum(v)/len(v):.0f} | {max(v):.0f} |")
+print("\n| task queue | peak backlog age s | samples with a backlog |\n|---|---:|---:|")
+for n, v in sorted(backlog.items(), key=lambda kv: -max(kv[1])):
+    print(f"| {n} | {max(v):.1f} | {sum(1 for x in v if x > 0)}/{len(v)} |")
+PY
+}
+
 load() {
-	local n=${WMRL_LOAD_RUNS:-16} stamp t0 ndone=0 wall1 walln
+	local n=${WMRL_LOAD_RUNS:-16} stamp t0 ndone=0 wall1 walln samples sampler
 	bash "$here/up.sh" up
 	stamp=$(date +%s)
 	log "warm-up and single run: tiny preset"
@@ -138,6 +184,9 @@ load() {
 	dc run --rm -T cli run --preset tiny --name "load1-$stamp" >/dev/null
 	wall1=$((SECONDS - t0))
 	log "$n tiny runs at once"
+	samples=$(mktemp)
+	sample "$samples" &
+	sampler=$!
 	t0=$SECONDS
 	for i in $(seq 1 "$n"); do
 		dc run --rm -T cli run --preset tiny --name "load$n-$stamp-$i" --detach --skip-preflight >/dev/null &
@@ -149,11 +198,16 @@ load() {
 		sleep 3
 	done
 	walln=$((SECONDS - t0))
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
 	printf '| runs at once | completed | wall s | steps | steps/min | step latency p50 s | p99 s |\n|---|---|---|---|---|---|---|\n'
 	read -r c spm p50 p99 < <(load_stats "load1-$stamp" "$wall1")
 	printf '| 1 | 1/1 | %s | %s | %s | %s | %s |\n' "$wall1" "$c" "$spm" "$p50" "$p99"
 	read -r c spm p50 p99 < <(load_stats "load$n-$stamp-" "$walln")
 	printf '| %s | %s/%s | %s | %s | %s | %s | %s |\n' "$n" "$ndone" "$n" "$walln" "$c" "$spm" "$p50" "$p99"
+	printf '\nWhile the %s runs ran (a sample every 5 s):\n\n' "$n"
+	saturation "$samples"
+	rm -f "$samples"
 	((ndone >= n))
 }
 if [[ ${1:-} == load ]]; then
@@ -177,4 +231,10 @@ for f in $faults; do
 	[[ $hash == "$base_hash" && $rows == "$base_rows" && $state == completed ]] || { same=NO; bad=1; }
 	printf '| %s | %s | %s | %s | %s | %+ds |\n' "$f" "$state" "$hash" "$same" "$rows" $((secs - base_secs))
 done
+# The baseline again: how much a run's wall time varies without a fault, the
+# noise of the "time lost" column.
+read -r hash rows secs state < <(one none)
+same=yes
+[[ $hash == "$base_hash" && $rows == "$base_rows" && $state == completed ]] || { same=NO; bad=1; }
+printf '| none (again) | %s | %s | %s | %s | %+ds |\n' "$state" "$hash" "$same" "$rows" $((secs - base_secs))
 exit $bad
