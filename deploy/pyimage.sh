@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds the Python sandbox image wmrl-python:<hash> and prints its tag on
 # stdout. The image is never pulled: it is a Debian root filesystem made here
 # with debootstrap (--variant=minbase) from the machine's configured Debian
@@ -6,13 +7,15 @@
 # packages, imported into Docker with `docker import`.
 #
 # The tag is the first 16 hex digits of the SHA-256 of the inputs: this
-# script, the package list, the mirror and suite, and the version of every
-# package in the dependency closure in that suite, as the machine's apt lists
-# give it. When that tag already exists the script only prints it (a no-op;
-# no network, a few seconds). Otherwise it runs apt-get update first (so the
-# versions hashed are the mirror's), builds, and checks that debootstrap
-# installed exactly the versions hashed. The list of installed packages is
-# kept in the image as /etc/wmrl-packages.
+# script, deploy/lib/debian.sh, the package list, the mirror and suite, and
+# the version of every package in the dependency closure in that suite, as
+# the machine's apt lists give it. When that tag already exists the script
+# only prints it (a no-op; no network, a few seconds). Otherwise it runs
+# apt-get update first (so the versions hashed are the mirror's), builds,
+# and checks that debootstrap installed exactly the versions hashed
+# (build_image of deploy/lib/debian.sh; finish_root below is what is this
+# image's own). The list of installed packages is kept in the image as
+# /etc/wmrl-packages.
 #
 # What the image leaves out: the C/C++ toolchain and Boost headers Debian's
 # scipy drags in through python3-pythran (a solution has no compiler), the
@@ -29,82 +32,10 @@
 # $WMRL_CACHE/pyimage (default ~/.cache/wmrl/pyimage) and is removed after.
 set -euo pipefail
 
+# shellcheck disable=SC2034 # LOG_PREFIX is debian.sh's
 LOG_PREFIX=pyimage.sh
 # shellcheck source=lib/debian.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/debian.sh"
-
-PACKAGES=(python3 python3-numpy python3-pandas python3-sklearn)
-REPO=wmrl-python
-
-set_mirror
-
-# hash_of prints the tag's hash for a resolution.
-hash_of() {
-	{
-		cat "$0" "$(dirname "$0")/lib/debian.sh"
-		printf 'packages %s\n' "${PACKAGES[*]}"
-		printf 'mirror %s %s\n' "$MIRROR" "$SUITE"
-		printf '%s\n' "$1"
-	} | sha256sum | cut -c1-16
-}
-
-# The no-op: the image of the current resolution exists. No network.
-versions=$(resolved || true)
-hash=$(hash_of "$versions")
-tag="$REPO:$hash"
-if grep -q '^python3-sklearn ' <<<"$versions" && docker image inspect "$tag" >/dev/null 2>&1; then
-	echo "$tag"
-	exit 0
-fi
-
-# A build downloads anyway: first bring the apt lists up to date with the
-# mirror, so that the versions hashed are the versions debootstrap gets.
-log "apt-get update (the tag's versions must be the mirror's)"
-apt_get update >&2
-versions=$(resolved)
-if ! grep -q '^python3-sklearn ' <<<"$versions"; then
-	log "python3-sklearn has no version in $SUITE/main of $MIRROR"
-	exit 1
-fi
-hash=$(hash_of "$versions")
-tag="$REPO:$hash"
-if docker image inspect "$tag" >/dev/null 2>&1; then
-	echo "$tag"
-	exit 0
-fi
-
-ensure_debootstrap
-
-cache=${WMRL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wmrl}
-work="$cache/pyimage/$hash"
-# One build of a tag at a time: a second call waits for the first, then
-# finds the tag.
-mkdir -p "$cache/pyimage"
-exec 9>"$work.lock"
-if ! flock -n 9; then
-	log "another pyimage.sh is building $tag; waiting for it"
-	flock 9
-fi
-if docker image inspect "$tag" >/dev/null 2>&1; then
-	echo "$tag"
-	exit 0
-fi
-# cleanup unmounts whatever an interrupted debootstrap left mounted in the
-# chroot (proc, sys) before removing the build directory, and never crosses
-# into another file system.
-cleanup() { unmount_and_remove "$work"; }
-cleanup
-mkdir -p "$work"
-trap cleanup EXIT
-root="$work/root"
-
-start=$(date +%s)
-log "debootstrap $SUITE from $MIRROR into $root (this downloads ~100 MB)"
-include=$(
-	IFS=,
-	echo "${PACKAGES[*]}"
-)
-as_root debootstrap --variant=minbase --include="$include" "$SUITE" "$root" "$MIRROR" >&2
 
 # Debian's python3-scipy depends on python3-pythran, which pulls in a C++
 # toolchain and the Boost headers (about 500 MB) that nothing imports at run
@@ -120,45 +51,35 @@ BUILD_ONLY=(python3-pythran python3-beniget python3-gast python3-ply
 	libexpat1-dev zlib1g-dev libopenblas-dev libopenblas-pthread-dev
 	libpython3-all-dev libpython3-dev libpython3.11-dev python3-all-dev python3-dev python3.11-dev
 	libjs-jquery libjs-sphinxdoc libjs-underscore)
-installed=$(as_root chroot "$root" dpkg-query -W -f '${Package}\n')
-purge=()
-for p in "${BUILD_ONLY[@]}"; do
-	grep -qx "$p" <<<"$installed" && purge+=("$p")
-done
-if [ ${#purge[@]} -gt 0 ]; then
-	as_root chroot "$root" dpkg --purge --force-depends "${purge[@]}" >&2
-fi
 
-# Every package installed from the closure has the version hashed.
-mismatch=$(as_root chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' |
-	awk 'NR == FNR { want[$1] = $2; next } ($1 in want) && want[$1] != $2 { print $1, "hashed", want[$1], "installed", $2 }' \
-		<(printf '%s\n' "$versions") -)
-if [ -n "$mismatch" ]; then
-	log "debootstrap installed other versions than the apt lists give (the mirror changed meanwhile?): $(tr '\n' ';' <<<"$mismatch")"
-	exit 1
-fi
+# finish_root ROOT removes from the debootstrapped ROOT what the image leaves
+# out, checks that Python can do what the image is for, and prints the
+# image's docker import instructions (build_image's hook).
+finish_root() {
+	local root=$1 installed p purge=()
+	# shellcheck disable=SC2016 # dpkg-query's format
+	installed=$(as_root chroot "$root" dpkg-query -W -f '${Package}\n')
+	for p in "${BUILD_ONLY[@]}"; do
+		grep -qx "$p" <<<"$installed" && purge+=("$p")
+	done
+	if [ ${#purge[@]} -gt 0 ]; then
+		as_root chroot "$root" dpkg --purge --force-depends "${purge[@]}" >&2
+	fi
 
-# The package list, kept in the image.
-as_root chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' | as_root tee "$root/etc/wmrl-packages" >/dev/null
+	# No test suites of the Python packages (about 90 MB; nothing imports
+	# them). The byte code Debian compiled at install stays: the root is
+	# read-only at run time, and imports are faster with it.
+	as_root find "$root/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +
+	# Nor the datasets scikit-learn bundles: wmrl's real tasks are made from
+	# them (deploy/pytasks), and a solution must not look its test answers up.
+	as_root rm -rf "$root/usr/lib/python3/dist-packages/sklearn/datasets/data" \
+		"$root/usr/lib/python3/dist-packages/sklearn/datasets/descr" \
+		"$root/usr/lib/python3/dist-packages/sklearn/datasets/images"
+	as_root mkdir -p "$root/work"
+	as_root chmod 1777 "$root/work"
 
-# Smaller: no apt caches or lists, no docs, man pages or locales, no test
-# suites of the Python packages (about 90 MB; nothing imports them). The
-# byte code Debian compiled at install stays: the root is read-only at run
-# time, and imports are faster with it.
-as_root find "$root/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +
-# Nor the datasets scikit-learn bundles: wmrl's real tasks are made from
-# them (deploy/pytasks), and a solution must not look its test answers up.
-as_root rm -rf "$root/usr/lib/python3/dist-packages/sklearn/datasets/data" \
-	"$root/usr/lib/python3/dist-packages/sklearn/datasets/descr" \
-	"$root/usr/lib/python3/dist-packages/sklearn/datasets/images"
-as_root rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* \
-	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
-	"$root"/usr/share/locale/* "$root"/var/log/* "$root"/tmp/* "$root"/var/tmp/*
-as_root mkdir -p "$root/work"
-as_root chmod 1777 "$root/work"
-
-# A check that the image can do what it is for.
-as_root chroot "$root" /usr/bin/python3 -B -c '
+	# A check that the image can do what it is for.
+	as_root chroot "$root" /usr/bin/python3 -B -c '
 import sys, numpy, pandas, scipy, sklearn
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
@@ -170,12 +91,10 @@ pandas.DataFrame(X).describe()
 print("python3", sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__, "scipy", scipy.__version__, "sklearn", sklearn.__version__)
 ' >&2
 
-as_root tar -C "$root" --numeric-owner -c . | docker import \
-	--change 'USER 65534:65534' \
-	--change 'WORKDIR /work' \
-	--change 'ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8' \
-	--change 'CMD ["/usr/bin/python3"]' \
-	--change "LABEL org.wmrl.inputs=$hash" \
-	- "$tag" >&2
-log "built $tag in $(($(date +%s) - start)) s"
-echo "$tag"
+	echo 'USER 65534:65534'
+	echo 'WORKDIR /work'
+	echo 'ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8'
+	echo 'CMD ["/usr/bin/python3"]'
+}
+
+build_image wmrl-python finish_root python3 python3-numpy python3-pandas python3-sklearn

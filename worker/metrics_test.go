@@ -2,17 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +17,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
-	"github.com/wmrl/wmrl/internal/deployenv"
-	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/telemetry"
 	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/internal/worldmodel"
@@ -48,15 +38,7 @@ const metricsNamespace = "wmrl-worker-metrics-test"
 // SDK's series are there too. It skips without a Temporal server or
 // Prometheus, except in CI, where it fails.
 func TestMetricsScrapedByPrometheus(t *testing.T) {
-	addr := deployenv.Read().Address
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Temporal server at %s in CI (.ci/run starts one): %v", addr, err)
-		}
-		t.Skipf("no Temporal server at %s (deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
-	}
-	conn.Close()
+	tc, addr := testenv.Temporal(t, metricsNamespace, workflows.SearchAttributes())
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	o := options{address: addr, namespace: metricsNamespace, queues: workflows.QueueNames(), metricsAddr: "127.0.0.1:0"}
 	exp, err := openMetrics(o.metricsAddr, logger)
@@ -67,28 +49,20 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	target := exp.Addr().String()
 	prom := testenv.StartPrometheus(t, target)
 
-	st, _ := testenv.FreshDB(t)
+	st := testenv.FreshStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: metricsNamespace, Logger: quietLog{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	if err := namespace.Ensure(ctx, tc, metricsNamespace, 24*time.Hour, workflows.SearchAttributes()); err != nil {
-		t.Fatal(err)
-	}
 	wm, err := worldmodel.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.sandboxKind, o.executor = runconfig.SandboxProcess, buildExecutor(t)
+	o.sandboxKind, o.executor = runconfig.SandboxProcess, testenv.BuildExecutor(t)
 	proc, closeSB, err := openSandbox(ctx, o, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeSB()
-	sb := &failingSandbox{Sandbox: proc, fails: 2}
+	sb := testenv.NewFailing(proc, 2)
 	b := builtin.New(testenv.Suites{}, wm, sb)
 	acts := &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, Grader: b.Grader,
 		DataDir: t.TempDir(), Logger: logger, Metrics: exp.Recorder(), SandboxKind: runconfig.SandboxProcess}
@@ -133,7 +107,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		cpu += s.Metrics.CPUSeconds
 	}
 	last := steps[len(steps)-1].Metrics
-	if executed == 0 || cpu <= 0 || last.CalibrationPairs == 0 || sb.runs() <= executed {
+	if executed == 0 || cpu <= 0 || last.CalibrationPairs == 0 || sb.Runs() <= executed {
 		t.Fatalf("the run executed %d trajectories (%v CPU s), last calibration window %d pairs", executed, cpu, last.CalibrationPairs)
 	}
 
@@ -152,7 +126,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		{fmt.Sprintf(`sum(wmrl_executions_total{run=%q, phase="train"})`, runID), float64(executed)},
 		{fmt.Sprintf(`sum(wmrl_execution_cpu_seconds_total{run=%q, phase="train"})`, runID), cpu},
 		// Every execution the sandbox ran, training and held-out.
-		{fmt.Sprintf(`sum(wmrl_executions_total{run=%q})`, runID), float64(sb.runs())},
+		{fmt.Sprintf(`sum(wmrl_executions_total{run=%q})`, runID), float64(sb.Runs())},
 		{fmt.Sprintf(`sum(wmrl_sandbox_failures_total{run=%q})`, runID), 2},
 		// One world-model call per group and step, none failed.
 		{fmt.Sprintf(`sum(wmrl_world_model_calls_total{run=%q, outcome="ok"})`, runID), float64(cfg.Steps * cfg.Groups)},
@@ -208,59 +182,3 @@ func logScrape(t *testing.T, url, runID string) {
 	t.Logf("GET %s (wmrl series of the run, the SDK's count of Execute activities):\n%s", url, strings.Join(lines, "\n"))
 	t.Logf("the Temporal SDK's series: %s", strings.Join(temporal, " "))
 }
-
-// failingSandbox is a real sandbox whose first executions fail, as a
-// sandbox whose engine is down does; it counts the executions it passed on.
-type failingSandbox struct {
-	sandbox.Sandbox
-	mu     sync.Mutex
-	fails  int
-	passed int
-}
-
-func (f *failingSandbox) Execute(ctx context.Context, req sandbox.Request) (executor.Result, error) {
-	f.mu.Lock()
-	if f.fails > 0 {
-		f.fails--
-		f.mu.Unlock()
-		return executor.Result{}, errors.New("sandbox down (test)")
-	}
-	f.passed++
-	f.mu.Unlock()
-	return f.Sandbox.Execute(ctx, req)
-}
-
-func (f *failingSandbox) runs() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.passed
-}
-
-// buildExecutor builds the static executor into a directory the process
-// sandbox's unprivileged user can reach.
-func buildExecutor(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wmrl-worker-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "wmrl-executor")
-	cmd := exec.Command("go", "build", "-o", bin, "../internal/executor/wmrl-executor")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build executor: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// quietLog drops the SDK's debug and info messages and logs the rest.
-type quietLog struct{ t *testing.T }
-
-func (quietLog) Debug(string, ...any)          {}
-func (quietLog) Info(string, ...any)           {}
-func (l quietLog) Warn(msg string, kv ...any)  { l.t.Logf("temporal: %s %v", msg, kv) }
-func (l quietLog) Error(msg string, kv ...any) { l.t.Logf("temporal: %s %v", msg, kv) }

@@ -1,7 +1,9 @@
 // Package testenv gives tests of the orchestration a real environment on
-// one machine: a fresh migrated Postgres database per test, a small
-// built-in suite that generates in about a second, and an in-process
-// sandbox that really executes programs (without isolation).
+// one machine: a fresh migrated Postgres database per test, a client of the
+// Temporal server in a namespace of the test's own, a small built-in suite
+// that generates in about a second, an in-process sandbox that really
+// executes programs (without isolation), the static executor built for the
+// process sandbox, and a real Prometheus server.
 //
 // Postgres is WMRL_TEST_DATABASE_URL or the local cluster's socket; when it
 // does not answer, tests skip, except in CI (CI or WMRL_TEST_DATABASE_URL
@@ -11,6 +13,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -145,31 +148,15 @@ func (Suites) Suite(ctx context.Context, seed uint64) (*suite.Suite, error) {
 
 // InProcess is a sandbox that runs the executor in this process: real
 // executions without isolation. It counts its executions and can be told to
-// fail like a broken sandbox daemon.
+// fail like a broken sandbox daemon (FailNext).
 type InProcess struct {
 	// MaxCPUs, when > 0, is the most CPUs Preflight accepts.
 	MaxCPUs float64
 
-	mu    sync.Mutex
-	runs  int
-	fails int
+	faults
 }
 
 var _ sandbox.Sandbox = (*InProcess)(nil)
-
-// FailNext makes the next n executions fail with a sandbox error.
-func (p *InProcess) FailNext(n int) {
-	p.mu.Lock()
-	p.fails = n
-	p.mu.Unlock()
-}
-
-// Runs returns the number of executions run so far.
-func (p *InProcess) Runs() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.runs
-}
 
 // Preflight checks the limits' static bounds (Limits.Check): the executions
 // run in this process, under none of them. With MaxCPUs set it refuses more
@@ -187,17 +174,72 @@ func (p *InProcess) Preflight(ctx context.Context, l sandbox.Limits) error {
 
 // Execute decodes the job and runs executor.Run on it.
 func (p *InProcess) Execute(ctx context.Context, req sandbox.Request) (executor.Result, error) {
-	p.mu.Lock()
-	if p.fails > 0 {
-		p.fails--
-		p.mu.Unlock()
-		return executor.Result{}, fmt.Errorf("sandbox down")
+	if err := p.next(); err != nil {
+		return executor.Result{}, err
 	}
-	p.runs++
-	p.mu.Unlock()
 	job, err := executor.DecodeJob(bytes.NewReader(req.Job))
 	if err != nil {
 		return executor.Result{}, err
 	}
 	return executor.Run(ctx, job)
+}
+
+// Failing is a real sandbox whose executions fail, as those of a sandbox
+// whose engine is down do, while FailNext's count lasts; it counts the
+// executions it passes on (Runs).
+type Failing struct {
+	sandbox.Sandbox
+	faults
+}
+
+var _ sandbox.Sandbox = (*Failing)(nil)
+
+// NewFailing returns sb whose next n executions fail.
+func NewFailing(sb sandbox.Sandbox, n int) *Failing {
+	f := &Failing{Sandbox: sb}
+	f.FailNext(n)
+	return f
+}
+
+// Execute fails or passes req on to the wrapped sandbox.
+func (f *Failing) Execute(ctx context.Context, req sandbox.Request) (executor.Result, error) {
+	if err := f.next(); err != nil {
+		return executor.Result{}, err
+	}
+	return f.Sandbox.Execute(ctx, req)
+}
+
+// faults is what InProcess and Failing share: failures on demand and a
+// count of the executions run.
+type faults struct {
+	mu    sync.Mutex
+	runs  int
+	fails int
+}
+
+// FailNext makes the next n executions fail with a sandbox error.
+func (f *faults) FailNext(n int) {
+	f.mu.Lock()
+	f.fails = n
+	f.mu.Unlock()
+}
+
+// Runs returns the number of executions run so far (failed ones aside).
+func (f *faults) Runs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.runs
+}
+
+// next is called before an execution: it returns the sandbox error of a
+// failure still due, or else counts the execution.
+func (f *faults) next() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fails > 0 {
+		f.fails--
+		return errors.New("sandbox down")
+	}
+	f.runs++
+	return nil
 }
