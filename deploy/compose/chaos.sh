@@ -123,9 +123,12 @@ one() {
 # psql_wmrl SQL: one query in wmrl's database, unaligned.
 psql_wmrl() { docker exec -i "$(ctr postgres)" psql -qAt -F ' ' -U postgres -d wmrl -c "$1"; }
 
-# load_stats PREFIX WALL: steps/min over WALL seconds and the step latencies.
+# load_stats PREFIX: the runs' wall seconds (their first step's start to
+# their last step's end, as Postgres recorded them), their steps, steps per
+# minute over that wall time, and the step latencies.
 load_stats() {
-	psql_wmrl "SELECT count(*), round(count(*) * 60.0 / $2, 1),
+	psql_wmrl "SELECT round(extract(epoch FROM max(finished_at) - min(started_at))::numeric, 1), count(*),
+		round(count(*) * 60.0 / extract(epoch FROM max(finished_at) - min(started_at))::numeric, 1),
 		round(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::numeric, 2),
 		round(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::numeric, 2)
 		FROM steps WHERE run_id LIKE '$1%' AND status = 'completed'"
@@ -188,10 +191,12 @@ load() {
 	sample "$samples" &
 	sampler=$!
 	t0=$SECONDS
+	local launchers=()
 	for i in $(seq 1 "$n"); do
 		dc run --rm -T cli run --preset tiny --name "load$n-$stamp-$i" --detach --skip-preflight >/dev/null &
+		launchers+=($!)
 	done
-	wait
+	wait "${launchers[@]}"
 	while ((SECONDS - t0 <= deadline)); do
 		ndone=$(psql_wmrl "SELECT count(*) FROM runs WHERE id LIKE 'load$n-$stamp-%' AND state = 'completed'")
 		((ndone >= n)) && break
@@ -200,11 +205,12 @@ load() {
 	walln=$((SECONDS - t0))
 	kill "$sampler" 2>/dev/null || true
 	wait "$sampler" 2>/dev/null || true
-	printf '| runs at once | completed | wall s | steps | steps/min | step latency p50 s | p99 s |\n|---|---|---|---|---|---|---|\n'
-	read -r c spm p50 p99 < <(load_stats "load1-$stamp" "$wall1")
-	printf '| 1 | 1/1 | %s | %s | %s | %s | %s |\n' "$wall1" "$c" "$spm" "$p50" "$p99"
-	read -r c spm p50 p99 < <(load_stats "load$n-$stamp-" "$walln")
-	printf '| %s | %s/%s | %s | %s | %s | %s | %s |\n' "$n" "$ndone" "$n" "$walln" "$c" "$spm" "$p50" "$p99"
+	printf '| runs at once | completed | command wall s | steps wall s | steps | steps/min | step latency p50 s | p99 s |\n|---|---|---|---|---|---|---|---|\n'
+	read -r w c spm p50 p99 < <(load_stats "load1-$stamp")
+	printf '| 1 | 1/1 | %s | %s | %s | %s | %s | %s |\n' "$wall1" "$w" "$c" "$spm" "$p50" "$p99"
+	read -r w c spm p50 p99 < <(load_stats "load$n-$stamp-")
+	printf '| %s | %s/%s | %s | %s | %s | %s | %s | %s |\n' "$n" "$ndone" "$n" "$walln" "$w" "$c" "$spm" "$p50" "$p99"
+	printf '\n(command wall: from the first start command to the last run seen completed,\nthe containers of docker-compose run included; steps wall: first step start to last step end)\n'
 	printf '\nWhile the %s runs ran (a sample every 5 s):\n\n' "$n"
 	saturation "$samples"
 	rm -f "$samples"
