@@ -23,7 +23,7 @@
 #   WMRL_CHAOS_FAULTS="sandbox-kill temporal-restart" make chaos   # a subset
 #   WMRL_CHAOS_PRESET=tiny                                         # a shorter run
 #
-#   deploy/compose/chaos.sh load    the load test instead: one run of the tiny preset
+#   deploy/compose/chaos.sh load    the load test instead: one run of the tiny preset ($WMRL_LOAD_PRESET)
 #                                   alone, then $WMRL_LOAD_RUNS (16) at once; steps per
 #                                   minute and step latency (p50, p99) of both, from
 #                                   the steps' start and end times in Postgres, and where
@@ -140,8 +140,11 @@ load_stats() {
 sample() {
 	local ui="http://127.0.0.1:${WMRL_COMPOSE_UI_PORT:-18233}/api/v1/namespaces/default/task-queues" q kind age
 	while :; do
-		docker stats --no-stream --format '{{.Name}} {{.CPUPerc}}' $(dc ps -q) 2>/dev/null |
-			sed -E "s/^${project}_([a-z0-9-]+)_[0-9]+ /cpu \1 /; s/^${project}-([a-z]+) /cpu cli-\1 /; s/%$//" >>"$1"
+		# The services only: the short-lived cli containers come and go, and
+		# docker stats fails on one gone (with pipefail, hence the || true).
+		docker stats --no-stream --format '{{.Name}} {{.CPUPerc}}' \
+			$(dc ps -q postgres temporal control sandbox-1 sandbox-2 gpu) 2>/dev/null |
+			sed -E "s/^${project}_([a-z0-9-]+)_[0-9]+ /cpu \1 /; s/^${project}-([a-z]+) /cpu cli-\1 /; s/%$//" >>"$1" || true
 		for q in control rollout worldmodel sandbox gpu; do
 			for kind in WORKFLOW ACTIVITY; do
 				age=$(curl -fsS "$ui/wmrl-$q?taskQueueType=TASK_QUEUE_TYPE_$kind&reportStats=true" 2>/dev/null |
@@ -178,22 +181,22 @@ PY
 }
 
 load() {
-	local n=${WMRL_LOAD_RUNS:-16} stamp t0 ndone=0 wall1 walln samples sampler
+	local n=${WMRL_LOAD_RUNS:-16} lp=${WMRL_LOAD_PRESET:-tiny} stamp t0 ndone=0 wall1 walln samples sampler
 	bash "$here/up.sh" up
 	stamp=$(date +%s)
-	log "warm-up and single run: tiny preset"
-	dc run --rm -T cli run --preset tiny --name "load-warmup-$stamp" >/dev/null
+	log "warm-up and single run: $lp preset"
+	dc run --rm -T cli run --preset "$lp" --name "load-warmup-$stamp" >/dev/null
 	t0=$SECONDS
-	dc run --rm -T cli run --preset tiny --name "load1-$stamp" >/dev/null
+	dc run --rm -T cli run --preset "$lp" --name "load1-$stamp" >/dev/null
 	wall1=$((SECONDS - t0))
-	log "$n tiny runs at once"
+	log "$n $lp runs at once"
 	samples=$(mktemp)
 	sample "$samples" &
 	sampler=$!
 	t0=$SECONDS
 	local launchers=()
 	for i in $(seq 1 "$n"); do
-		dc run --rm -T cli run --preset tiny --name "load$n-$stamp-$i" --detach --skip-preflight >/dev/null &
+		dc run --rm -T cli run --preset "$lp" --name "load$n-$stamp-$i" --detach --skip-preflight >/dev/null &
 		launchers+=($!)
 	done
 	wait "${launchers[@]}"
