@@ -132,7 +132,7 @@ func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
 func startWorkerWith(t *testing.T, b binaries, dsn, sandbox string, env ...string) *exec.Cmd {
 	t.Helper()
 	data := filepath.Join(filepath.Dir(b.worker), "data")
-	cmd := exec.Command(b.worker, "--address", deployenv.Read().Address, "--namespace", testNamespace, "--database-url", dsn, "--data-dir", data,
+	cmd := exec.Command(b.worker, "--address", deployenv.Read().Address, "--namespace", testNS(), "--database-url", dsn, "--data-dir", data,
 		"--sandbox", sandbox, "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
 	cmd.Env = append(os.Environ(), env...)
 	log, err := os.Create(filepath.Join(filepath.Dir(b.worker), fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
