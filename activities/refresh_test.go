@@ -15,27 +15,6 @@ import (
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
-// smallBase is a frozen world model fitted on the small test suite, so that
-// a refresh regenerates its training data in a fraction of a second.
-func smallBase(t *testing.T) *worldmodel.Model {
-	t.Helper()
-	s, err := testenv.SmallSuite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := worldmodel.DefaultFitConfig()
-	cfg.SamplesPerTask = 6
-	m, _, err := worldmodel.Fit(t.Context(), s, cfg, worldmodel.ExecutorRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := m.Marshal()
-	if m, err = worldmodel.Load(b); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // anchorStep runs one step's rollout of a wmrl run up to its anchor pairs:
 // every group generated and scored (by the version named, "" the frozen
 // model), group 0 executed and recorded as the anchor group.
@@ -80,7 +59,7 @@ func anchorStep(t *testing.T, a *Activities, run string, cfg runconfig.Config, s
 // file against the hash.
 func TestRefreshWorldModel(t *testing.T) {
 	a, _, dsn := newTestActivitiesDB(t)
-	base := smallBase(t)
+	base := testenv.SmallBase(t)
 	setBuiltin(a, testenv.Suites{}, base, &testenv.InProcess{})
 	ctx := t.Context()
 	cfg := tinyConfig(t)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/wmrl/wmrl/internal/testlock"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,28 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/suite"
+	"github.com/wmrl/wmrl/internal/testenv"
 )
-
-// buildExecutor builds the static executor into a directory the process
-// sandbox's unprivileged user can reach.
-func buildExecutor(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "wmrl-exec-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "wmrl-executor")
-	cmd := exec.Command("go", "build", "-o", bin, "../internal/executor/wmrl-executor")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build executor: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func runExecCmd(t *testing.T, cache string, args ...string) (string, error) {
 	t.Helper()
@@ -53,7 +31,7 @@ func runExecCmd(t *testing.T, cache string, args ...string) (string, error) {
 }
 
 func TestExecCommand(t *testing.T) {
-	bin := buildExecutor(t)
+	bin := testenv.BuildExecutor(t)
 	cache := t.TempDir()
 	s, err := suite.Loader{Dir: cache}.Load(context.Background(), smallSuiteOptions(suite.DefaultSeed))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +17,6 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
-	"github.com/wmrl/wmrl/internal/deployenv"
-	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -69,15 +66,7 @@ func integration(t *testing.T) *itEnv {
 // backends) before the workers start.
 func stack(t *testing.T, ns string, configure ...func(*activities.Activities)) *itEnv {
 	t.Helper()
-	addr := deployenv.Read().Address
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Temporal server at %s in CI: %v", addr, err)
-		}
-		t.Skipf("no Temporal server at %s (start one with deploy/temporal.sh start, or set TEMPORAL_ADDRESS): %v", addr, err)
-	}
-	c.Close()
+	tc, addr := testenv.Temporal(t, ns, workflows.SearchAttributes())
 	dsn := testenv.EmptyDB(t)
 	st, err := store.Open(t.Context(), dsn)
 	if err != nil {
@@ -87,12 +76,6 @@ func stack(t *testing.T, ns string, configure ...func(*activities.Activities)) *
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ensureNamespace(t, addr, ns)
-	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
 	wm, err := worldmodel.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -115,32 +98,6 @@ func stack(t *testing.T, ns string, configure ...func(*activities.Activities)) *
 		t.Cleanup(w.Stop)
 	}
 	return &itEnv{tc: tc, acts: acts, st: st, dsn: dsn, flags: []string{"--address", addr, "--namespace", ns, "--database-url", dsn}}
-}
-
-func quietLogger(t *testing.T) *quietLog { return &quietLog{t: t} }
-
-// quietLog drops the SDK's debug and info messages and logs the rest.
-type quietLog struct{ t *testing.T }
-
-func (quietLog) Debug(string, ...any)          {}
-func (quietLog) Info(string, ...any)           {}
-func (l quietLog) Warn(msg string, kv ...any)  { l.t.Logf("temporal: %s %v", msg, kv) }
-func (l quietLog) Error(msg string, kv ...any) { l.t.Logf("temporal: %s %v", msg, kv) }
-
-// ensureNamespace registers namespace ns with wmrl's search attributes
-// unless it exists, and waits until it is usable.
-func ensureNamespace(t *testing.T, addr, ns string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	if err := namespace.Ensure(ctx, tc, ns, 24*time.Hour, workflows.SearchAttributes()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // wmrl runs a command with the stack's flags.

@@ -87,7 +87,7 @@ func TestServeUsage(t *testing.T) {
 // token, grades through both services with the gradehttp client, and stops
 // it with SIGTERM.
 func TestServe(t *testing.T) {
-	bin := buildExecutor(t)
+	bin := testenv.BuildExecutor(t)
 	cache := t.TempDir()
 	t.Setenv(suite.CacheEnv, cache)
 	const token = "serve-test-TOKEN-42"

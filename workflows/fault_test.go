@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -99,8 +100,9 @@ func TestFaultWorkerKilled(t *testing.T) {
 
 type binaries struct{ worker, executor string }
 
-// buildBinaries builds wmrl-worker and wmrl-executor into a directory the
-// process sandbox's unprivileged user can read.
+// buildBinaries builds wmrl-worker into a directory the process sandbox's
+// unprivileged user can read (the worker's data directory and logs go
+// there too) and the static executor (testenv.BuildExecutor).
 func buildBinaries(t *testing.T) binaries {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "wmrl-fault-")
@@ -111,13 +113,11 @@ func buildBinaries(t *testing.T) binaries {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := binaries{worker: filepath.Join(dir, "wmrl-worker"), executor: filepath.Join(dir, "wmrl-executor")}
-	for _, c := range [][]string{{b.worker, "../worker"}, {b.executor, "../internal/executor/wmrl-executor"}} {
-		cmd := exec.Command("go", "build", "-o", c[0], c[1])
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", c[1], err, out)
-		}
+	b := binaries{worker: filepath.Join(dir, "wmrl-worker"), executor: testenv.BuildExecutor(t)}
+	cmd := exec.Command("go", "build", "-o", b.worker, "../worker")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build ../worker: %v\n%s", err, out)
 	}
 	return b
 }
@@ -132,7 +132,7 @@ func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
 func startWorkerWith(t *testing.T, b binaries, dsn, sandbox string, env ...string) *exec.Cmd {
 	t.Helper()
 	data := filepath.Join(filepath.Dir(b.worker), "data")
-	cmd := exec.Command(b.worker, "--address", temporalAddress(), "--namespace", testNamespace, "--database-url", dsn, "--data-dir", data,
+	cmd := exec.Command(b.worker, "--address", deployenv.Read().Address, "--namespace", testNS(), "--database-url", dsn, "--data-dir", data,
 		"--sandbox", sandbox, "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
 	cmd.Env = append(os.Environ(), env...)
 	log, err := os.Create(filepath.Join(filepath.Dir(b.worker), fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
-	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
@@ -33,47 +31,23 @@ import (
 // wmrl worker serving the default namespace on the same server.
 const testNamespace = "wmrl-workflows-test"
 
-func temporalAddress() string {
-	if a := os.Getenv("TEMPORAL_ADDRESS"); a != "" {
-		return a
+// testNS is the namespace of these tests' workers and workflows:
+// testNamespace, or WMRL_TEST_NAMESPACE when set (another namespace keeps
+// this process's workers apart from those of other checkouts testing on
+// the same server).
+func testNS() string {
+	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
+		return v
 	}
-	return "127.0.0.1:7233"
+	return testNamespace
 }
 
+// dialTemporal returns a client of the test server in testNS(), registered
+// with wmrl's search attributes (testenv.Temporal: it skips without a
+// server, except in CI, where it fails).
 func dialTemporal(t *testing.T) client.Client {
 	t.Helper()
-	ns := testNamespace
-	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
-		// Another namespace keeps this process's workers apart from those
-		// of other checkouts testing on the same server.
-		ns = v
-	}
-	return dialTemporalIn(t, ns)
-}
-
-// dialTemporalIn is dialTemporal in another namespace, for tests whose
-// workers must not meet other tests' workflows on the same queue names.
-func dialTemporalIn(t *testing.T, ns string) client.Client {
-	t.Helper()
-	addr := temporalAddress()
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but no Temporal server answers at %s (.ci/run starts one): %v", addr, err)
-		}
-		t.Skipf("no Temporal server at %s (deploy/temporal.sh start): %v", addr, err)
-	}
-	conn.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger()})
-	if err != nil {
-		t.Fatalf("dial temporal at %s: %v", addr, err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := namespace.Ensure(ctx, c, ns, 24*time.Hour, SearchAttributes()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, _ := testenv.Temporal(t, testNS(), SearchAttributes())
 	return c
 }
 

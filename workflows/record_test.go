@@ -195,15 +195,15 @@ func TestRecordActiveAnchorHistories(t *testing.T) {
 // it scored) and a run resumed from it (the old run's latest version made
 // again before its first step). Like TestRecordHistories it runs only with
 // WMRL_RECORD_HISTORIES=1 against a real server, in a namespace of its own,
-// with a frozen model fitted on the small test suite (smallBase).
+// with a frozen model fitted on the small test suite (testenv.SmallBase).
 func TestRecordRefreshHistories(t *testing.T) {
 	if os.Getenv("WMRL_RECORD_HISTORIES") != "1" {
 		t.Skip("set WMRL_RECORD_HISTORIES=1 to record testdata/ histories")
 	}
 	prefix := os.Getenv("WMRL_RECORD_PREFIX")
-	c := dialTemporalIn(t, "wmrl-refresh-record")
+	c, _ := testenv.Temporal(t, "wmrl-refresh-record", SearchAttributes())
 	st := testenv.FreshStore(t)
-	a := refreshActivities(t, st, smallBase(t))
+	a := refreshActivities(t, st, testenv.SmallBase(t))
 	startWorkers(t, c, a)
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

@@ -25,31 +25,6 @@ import (
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
-// smallBase is a frozen world model fitted on the small test suite (the
-// default one was fitted on the full suite, whose training data takes
-// minutes to regenerate).
-func smallBase(t *testing.T) *worldmodel.Model {
-	t.Helper()
-	s, err := testenv.SmallSuite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := worldmodel.DefaultFitConfig()
-	cfg.SamplesPerTask = 6
-	m, _, err := worldmodel.Fit(t.Context(), s, cfg, worldmodel.ExecutorRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := m.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err = worldmodel.Load(b); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func refreshActivities(t *testing.T, st *store.Store, base *worldmodel.Model) *activities.Activities {
 	t.Helper()
 	b := builtin.New(testenv.Suites{}, base, &testenv.InProcess{})
@@ -106,7 +81,7 @@ func runWith(t *testing.T, a *activities.Activities, in RunInput,
 // gives the same versions and the same final checkpoint, also when the
 // refresh activity's worker is lost after recording its work.
 func TestRealRunRefresh(t *testing.T) {
-	base := smallBase(t)
+	base := testenv.SmallBase(t)
 	cfg := refreshConfig(t)
 	ctx := t.Context()
 

@@ -1,7 +1,8 @@
 // Package testenv gives tests of the orchestration a real environment on
 // one machine: a fresh migrated Postgres database per test, a client of the
 // Temporal server in a namespace of the test's own, a small built-in suite
-// that generates in about a second, an in-process sandbox that really
+// that generates in about a second and a world model fitted on it, an
+// in-process sandbox that really
 // executes programs (without isolation), the static executor built for the
 // process sandbox, and a real Prometheus server.
 //
