@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -112,7 +113,7 @@ func TestActivitiesIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2, err := a.Fuse(ctx, fuse)
-	if err != nil || f1 != f2 {
+	if err != nil || !reflect.DeepEqual(f1, f2) {
 		t.Fatalf("Fuse twice: %+v then %+v, %v", f1, f2, err)
 	}
 

@@ -155,7 +155,11 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if err := a.Store.FinishStep(ctx, req.RunID, req.Step, store.StepCompleted, req.Metrics); err != nil {
 		return err
 	}
-	a.Metrics.StepCompleted(a.metricsRun(ctx, req.RunID), req.Step, req.Metrics.Rho)
+	run := a.metricsRun(ctx, req.RunID)
+	a.Metrics.StepCompleted(run, req.Step, req.Metrics.Rho)
+	if g := req.Metrics.Gate; g != nil {
+		a.Metrics.GateDecided(run, g.Open, g.Low)
+	}
 	return nil
 }
 

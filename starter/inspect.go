@@ -221,6 +221,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	if m := r.Metrics.Step; m != nil {
 		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %d, graded %d/%d, ungraded %d of %d executed, skipped groups %d\n",
 			m.MeanReward, m.MeanEnv, m.MeanWM, m.AnchorGroups, m.Graded, m.Trajectories, m.Ungraded, m.Executed, m.SkippedGroups)
+		if m.Gate != nil {
+			fmt.Fprintf(&b, "gate         %s\n", m.Gate)
+		}
 	}
 	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
 		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)

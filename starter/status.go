@@ -358,6 +358,9 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut) string {
 	if m.Ungraded > 0 {
 		line += fmt.Sprintf(", %d ungraded", m.Ungraded)
 	}
+	if m.Gate != nil {
+		line += ", " + m.Gate.String()
+	}
 	if h != nil {
 		line += fmt.Sprintf(", held-out %.3f", h.Score)
 	}

@@ -106,6 +106,10 @@ const (
 	// by anchors.SelectActive, whose weights go with the anchor pairs and
 	// the denoiser's s².
 	changeActiveAnchors = "active-anchors"
+	// changeSignalGate (version 1, asked only in steps whose fusion
+	// returned a signal gate decision, denoise.signal_window > 0): the
+	// decision is recorded in the step's metrics and shown in its line.
+	changeSignalGate = "signal-gate"
 	// changeAdaptiveAnchors (version 1, asked only in runs with
 	// anchors.adaptive set): after a step whose denoiser is calibrated,
 	// the run moves its anchor fraction by anchors.Adapt; a resumed run
@@ -589,6 +593,9 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	m.Graded, m.SkippedGroups = fused.Stats.Graded, fused.Stats.SkippedGroups
 	m.MeanReward, m.MeanEnv, m.MeanWM = fused.Stats.MeanReward, fused.Stats.MeanEnv, fused.Stats.MeanWM
 	m.Rho, m.AnchorShare = fused.Rho, fused.Stats.AnchorShare
+	if fused.Stats.Gate != nil && workflow.GetVersion(ctx, changeSignalGate, workflow.DefaultVersion, 1) >= 1 {
+		m.Gate = fused.Stats.Gate
+	}
 	if s.version >= 1 {
 		// Every execution has a verdict here; a trajectory is ungraded only
 		// when the grader's verdict left it without a score.

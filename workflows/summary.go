@@ -96,6 +96,9 @@ func short(h string) string {
 func stepLine(step int, res StepResult) string {
 	m := res.Metrics
 	s := fmt.Sprintf("step %d: ρ %.3f", step, res.Rho)
+	if m.Gate != nil {
+		s += ", " + m.Gate.String()
+	}
 	if res.Calibration != nil {
 		s += fmt.Sprintf(", bias %+.4f → %+.4f (%d pairs)", m.BiasBefore, m.BiasAfter, m.CalibrationPairs)
 	}

@@ -88,6 +88,11 @@ type Config struct {
 	// infinitely precise. 0 means no floor but CalFloor, the behaviour
 	// before the field existed, so it is left out of the JSON when 0.
 	Eta2Floor float64 `json:"eta2_floor,omitempty"`
+	// SignalWindow is the number of recent anchor groups the signal gate
+	// tests (gate.go; DefaultSignalWindow in new runs). 0 means no gate,
+	// the behaviour before the field existed, so it is left out of the
+	// JSON when 0.
+	SignalWindow int `json:"signal_window,omitempty"`
 }
 
 // Validate reports the first invalid field.
@@ -103,6 +108,9 @@ func (c Config) Validate() error {
 	}
 	if !finite(c.Eta2Floor) || c.Eta2Floor < 0 {
 		return fmt.Errorf("eta2_floor: %v, want a finite number at least 0 (0: no floor)", c.Eta2Floor)
+	}
+	if c.SignalWindow != 0 && (c.SignalWindow < MinSignalGroups || c.SignalWindow > MaxSignalWindow) {
+		return fmt.Errorf("signal_window: %d, want 0 (no gate) or %d to %d groups", c.SignalWindow, MinSignalGroups, MaxSignalWindow)
 	}
 	return nil
 }
@@ -123,6 +131,9 @@ type State struct {
 	Eta2Cal float64 `json:"eta2_cal"`
 	// Calibrated is true once Eta2Cal is frozen.
 	Calibrated bool `json:"calibrated"`
+	// Signal is the signal gate's window: the last SignalWindow anchor
+	// groups' correlations, oldest first (empty without a gate).
+	Signal []Signal `json:"signal,omitempty"`
 }
 
 // Push adds the s² of one non-degenerate group (see GroupS2). The first value

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -340,7 +341,7 @@ func TestObserveSkipsDegenerate(t *testing.T) {
 	if s.Observe(cfg, []float64{0.1, 0.9}, []float64{0.5, 0.5}) {
 		t.Error("degenerate group was pushed")
 	}
-	if s != (State{}) {
+	if !reflect.DeepEqual(s, State{}) {
 		t.Errorf("state changed by a degenerate group: %+v", s)
 	}
 	if !s.Observe(cfg, []float64{0, 1, 1}, []float64{0, 0.5, 1}) {
@@ -384,7 +385,7 @@ func TestStateJSON(t *testing.T) {
 		t.Errorf("JSON = %s, want %s", b, want)
 	}
 	var back State
-	if err := json.Unmarshal(b, &back); err != nil || back != s {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, s) {
 		t.Errorf("round trip %+v, %v", back, err)
 	}
 }
@@ -460,7 +461,7 @@ func TestPushWeighted(t *testing.T) {
 		a.Push(cfg, s2)
 		b.PushWeighted(cfg, s2, 1)
 	}
-	if a != b {
+	if !reflect.DeepEqual(a, b) {
 		t.Errorf("weight 1: %+v, Push %+v", b, a)
 	}
 	var w, c State

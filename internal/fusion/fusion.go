@@ -39,6 +39,9 @@ type Stats struct {
 	MeanEnv       float64 `json:"mean_env"`
 	MeanWM        float64 `json:"mean_wm"`
 	AnchorShare   float64 `json:"anchor_share"`
+	// Gate is the signal gate's decision (denoise.Gate) in a mode that
+	// denoises with a gate (denoise.Config.SignalWindow > 0); nil otherwise.
+	Gate *denoise.Gate `json:"gate,omitempty"`
 }
 
 // BatchItem is one trajectory of a fused batch: its training reward, its
@@ -62,11 +65,14 @@ type BatchItem struct {
 // Batch is the fused batch of a step, stored in the data directory for
 // Update and `wmrl inspect`.
 type Batch struct {
-	Run   string      `json:"run"`
-	Step  int         `json:"step"`
-	Mode  mode.Mode   `json:"mode"`
-	Rho   float64     `json:"rho"`
-	Items []BatchItem `json:"items"`
+	Run  string    `json:"run"`
+	Step int       `json:"step"`
+	Mode mode.Mode `json:"mode"`
+	Rho  float64   `json:"rho"`
+	// Gate is the signal gate's decision (Stats.Gate): when it is closed
+	// the world-model trajectories have weight 0.
+	Gate  *denoise.Gate `json:"gate,omitempty"`
+	Items []BatchItem   `json:"items"`
 }
 
 // Step computes the fused batch of a step. ts are the step's trajectories
@@ -185,12 +191,22 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 			if len(d) >= 2 && st.ObserveWeighted(dcfg, d, y, weightOf(g.group)) {
 				stats.S2Groups++
 			}
+			if len(d) >= 2 {
+				st.ObserveSignal(dcfg, d, y, weightOf(g.group))
+			}
 		}
 	}
 	rho := 1.0
 	if pc.Denoise {
 		rho = st.Rho(dcfg)
+		if dcfg.SignalWindow > 0 {
+			g := st.Gate(dcfg)
+			stats.Gate = &g
+		}
 	}
+	// A closed gate leaves the world-model trajectories out of the update:
+	// the step is GRPO on its anchor groups alone.
+	closed := stats.Gate != nil && !stats.Gate.Open
 
 	for _, g := range groups {
 		if excluded(g.group) {
@@ -213,7 +229,7 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 	var gradedIdx []int
 	var flags []bool
 	for i, it := range items {
-		if it.Graded {
+		if it.Graded && (!closed || it.Anchor) {
 			gradedIdx = append(gradedIdx, i)
 			flags = append(flags, it.Anchor)
 		}
@@ -225,7 +241,7 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 		}
 		stats.AnchorShare = advantage.AnchorShare(flags, rho)
 	}
-	return Batch{Mode: md, Rho: rho, Items: items}, st, stats
+	return Batch{Mode: md, Rho: rho, Gate: stats.Gate, Items: items}, st, stats
 }
 
 // Examples turns a fused batch into the policy's update examples, in batch

@@ -85,7 +85,7 @@ func TestStepRewardsPerMode(t *testing.T) {
 			if st.Groups != 1 || stats.S2Groups != 1 {
 				t.Errorf("%s: denoiser state %+v, s2 groups %d", tt.give, st, stats.S2Groups)
 			}
-		} else if st != (denoise.State{}) {
+		} else if !reflect.DeepEqual(st, denoise.State{}) {
 			t.Errorf("%s: denoiser state changed to %+v", tt.give, st)
 		}
 		if b.Rho != wantRho {
@@ -134,7 +134,7 @@ func TestStepAnchorOnly(t *testing.T) {
 	st0 := denoise.State{Eta2: 0.3, Groups: 7, Eta2Cal: 0.2, Calibrated: true}
 	b, st, stats := Step(ts, mode.Anchor, anchors, isotonic.Map{X: []float64{0, 1}, Y: []float64{0.5, 0.5}}, st0, dcfg,
 		advantage.Default())
-	if b.Rho != 1 || st != st0 {
+	if b.Rho != 1 || !reflect.DeepEqual(st, st0) {
 		t.Errorf("rho %v, state %+v: want 1 and the state unchanged", b.Rho, st)
 	}
 	want := Stats{Trajectories: 12, Executed: 5, Graded: 5, Ungraded: 1, Excluded: 6, SkippedGroups: 0,
@@ -295,7 +295,7 @@ func TestStepWeighted(t *testing.T) {
 	anchors := []int{0, 1}
 	b0, s0, x0 := Step(ts, mode.WMRL, anchors, isotonic.Map{}, st, dcfg, acfg)
 	b1, s1, x1 := StepWeighted(ts, mode.WMRL, anchors, nil, isotonic.Map{}, st, dcfg, acfg)
-	if !reflect.DeepEqual(b0, b1) || s0 != s1 || x0 != x1 {
+	if !reflect.DeepEqual(b0, b1) || !reflect.DeepEqual(s0, s1) || x0 != x1 {
 		t.Fatal("StepWeighted with nil weights differs from Step")
 	}
 	w := []float64{0.5, 2}
@@ -308,13 +308,80 @@ func TestStepWeighted(t *testing.T) {
 		}
 		want.ObserveWeighted(dcfg, d, y, w[i])
 	}
-	if s2 != want {
+	if !reflect.DeepEqual(s2, want) {
 		t.Errorf("denoiser %+v, want %+v", s2, want)
 	}
-	if s2 == s0 {
+	if reflect.DeepEqual(s2, s0) {
 		t.Error("weights did not change the denoiser")
 	}
 	if !reflect.DeepEqual(b0.Items, b2.Items) {
 		t.Error("weights changed the batch's rewards or advantages")
+	}
+}
+
+// TestClosedGateIsTheControl: when the anchors show a world model that
+// misranks, the wmrl step's update is exactly the anchor control's: the
+// anchor trajectories with the control's weights, the world-model
+// trajectories with weight 0 and so out of the update; when it ranks, the
+// world-model groups keep weight 1 against ρ.
+func TestClosedGateIsTheControl(t *testing.T) {
+	m := isotonic.Map{X: []float64{0, 1}, Y: []float64{0, 1}}
+	dcfg := denoise.Config{HalfLife: 4, WarmUp: 2, RhoMax: 10, SignalWindow: 4}
+	acfg := advantage.Default()
+	// Group 0 (the anchor group) reversed by the world model: r = -1.
+	misranks := []Trajectory{
+		{Group: 0, Sample: 0, TaskID: "t", Program: "p", WM: fp(0.9), Env: fp(0.2)},
+		{Group: 0, Sample: 1, TaskID: "t", Program: "p", WM: fp(0.5), Env: fp(0.5)},
+		{Group: 0, Sample: 2, TaskID: "t", Program: "p", WM: fp(0.1), Env: fp(0.8)},
+		{Group: 1, Sample: 0, TaskID: "t", Program: "p", WM: fp(0.3)},
+		{Group: 1, Sample: 1, TaskID: "t", Program: "p", WM: fp(0.6)},
+		{Group: 1, Sample: 2, TaskID: "t", Program: "p", WM: fp(0.4)},
+	}
+	var st denoise.State
+	for range 3 { // three earlier steps of the same evidence
+		_, st, _ = Step(misranks, mode.WMRL, []int{0}, m, st, dcfg, acfg)
+	}
+	b, _, stats := Step(misranks, mode.WMRL, []int{0}, m, st, dcfg, acfg)
+	if stats.Gate == nil || stats.Gate.Open || b.Gate == nil || stats.Gate.Groups != 4 {
+		t.Fatalf("gate %+v, want closed after four misranked groups", stats.Gate)
+	}
+	ctl, _, _ := Step(misranks, mode.Anchor, []int{0}, m, denoise.State{}, dcfg, acfg)
+	for i, it := range b.Items {
+		if it.Anchor {
+			if !near(it.Weight, ctl.Items[i].Weight) || !near(it.Advantage, ctl.Items[i].Advantage) {
+				t.Errorf("item %d: weight %v advantage %v, the control's %v %v", i, it.Weight, it.Advantage,
+					ctl.Items[i].Weight, ctl.Items[i].Advantage)
+			}
+		} else if it.Weight != 0 || !it.Graded {
+			t.Errorf("world-model item %d: weight %v graded %v, want graded with weight 0", i, it.Weight, it.Graded)
+		}
+	}
+	if stats.AnchorShare != 1 {
+		t.Errorf("anchor share %v with the gate closed, want 1", stats.AnchorShare)
+	}
+	// The same step with a world model that agrees: the gate opens and the
+	// world-model group is weighted 1 against ρ.
+	agrees := append([]Trajectory(nil), misranks...)
+	agrees[0].WM, agrees[2].WM = fp(0.1), fp(0.9)
+	var good denoise.State
+	for range 3 {
+		_, good, _ = Step(agrees, mode.WMRL, []int{0}, m, good, dcfg, acfg)
+	}
+	b, _, stats = Step(agrees, mode.WMRL, []int{0}, m, good, dcfg, acfg)
+	if stats.Gate == nil || !stats.Gate.Open {
+		t.Fatalf("gate %+v, want open", stats.Gate)
+	}
+	var wm float64
+	for _, it := range b.Items {
+		if !it.Anchor {
+			wm += it.Weight
+		}
+	}
+	if wm == 0 || !near(b.Items[3].Weight*b.Rho, b.Items[0].Weight) {
+		t.Errorf("open gate: world-model weight %v, anchor weight %v, rho %v", b.Items[3].Weight, b.Items[0].Weight, b.Rho)
+	}
+	// Without a window (runs made before the gate) there is no decision.
+	if _, _, s := Step(misranks, mode.WMRL, []int{0}, m, denoise.State{}, denoise.Config{HalfLife: 4, WarmUp: 2}, acfg); s.Gate != nil {
+		t.Errorf("gate %+v without a window", s.Gate)
 	}
 }

@@ -12,6 +12,8 @@ package metrics
 import (
 	"fmt"
 	"math"
+
+	"github.com/wmrl/wmrl/internal/denoise"
 )
 
 // Step summarises a completed step. Everything except the CPU and wall
@@ -59,6 +61,10 @@ type Step struct {
 	// GraderCapacity is what the grader said it takes at once at the
 	// step's start (anchors.from_grader; 0 when not asked).
 	GraderCapacity int `json:"grader_capacity,omitempty"`
+	// Gate is the no-harm signal gate's decision (denoise.Gate): closed,
+	// the world-model groups had weight 0 and the step trained on its
+	// anchor groups alone. Nil in modes and runs without a gate.
+	Gate *denoise.Gate `json:"gate,omitempty"`
 }
 
 // Validate reports the first metric that is not a finite number (JSON, and

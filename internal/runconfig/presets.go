@@ -28,7 +28,8 @@ func Default() Config {
 		Debias: debias.Config{
 			Method: debias.MethodPAVA, Bins: 10, MinPairs: 32, Window: 0,
 		},
-		Denoise:   Denoise{HalfLife: 32, Warmup: 16, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor},
+		Denoise: Denoise{HalfLife: 32, Warmup: 16, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
+			SignalWindow: denoise.DefaultSignalWindow},
 		Advantage: Advantage{Standardize: true, Eps: 1e-4},
 		Policy:    Policy{LearningRate: 0.01, KLCoef: 0, Hidden: 32},
 		Eval:      Eval{Every: 20, Samples: 8, Tasks: 0},
@@ -63,7 +64,8 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 3, 4, 4
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 8
-		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor}
+		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
+			SignalWindow: denoise.DefaultSignalWindow}
 		c.Policy.Hidden = 16
 		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
 		c.ContinueAsNewEvery = 2
@@ -73,7 +75,8 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 10, 8, 8
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 16
-		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor}
+		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
+			SignalWindow: denoise.DefaultSignalWindow}
 		c.Eval = Eval{Every: 5, Samples: 8, Tasks: 4}
 		c.ContinueAsNewEvery = 5
 		c.Parallelism = 4
@@ -96,7 +99,8 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 6, 6, 4
 		c.Anchors = Anchors{Fraction: 0.34, Min: 1}
 		c.Debias.MinPairs = 8
-		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor}
+		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
+			SignalWindow: denoise.DefaultSignalWindow}
 		c.Policy.LearningRate = 0.05
 		c.Eval = Eval{Every: 0, Samples: 4, Tasks: 0}
 		c.ContinueAsNewEvery = 3

@@ -148,6 +148,11 @@ type Denoise struct {
 	// omitted from the JSON when 0 (no floor), so the configurations of runs
 	// made before it existed encode as they did.
 	Eta2Floor float64 `yaml:"eta2_floor" json:"eta2_floor,omitempty"`
+	// SignalWindow is the number of recent anchor groups the no-harm
+	// signal gate tests (denoise.Config); omitted from the JSON when 0 (no
+	// gate), so the configurations of runs made before it existed encode
+	// as they did and keep their behaviour.
+	SignalWindow int `yaml:"signal_window" json:"signal_window,omitempty"`
 }
 
 // Advantage configures the GRPO advantages: the fields of advantage.Config
@@ -383,7 +388,8 @@ func (c Config) DebiasConfig() debias.Config { return c.Debias }
 func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
 
 func (d Denoise) config() denoise.Config {
-	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor}
+	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor,
+		SignalWindow: d.SignalWindow}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded
@@ -788,6 +794,7 @@ func (c Config) checks() []func() error {
 			{"warmup", func(d *Denoise, s Denoise) { d.Warmup = s.Warmup }, nil},
 			{"rho_max", func(d *Denoise, s Denoise) { d.RhoMax = s.RhoMax }, func(s Denoise) float64 { return s.RhoMax }},
 			{"eta2_floor", func(d *Denoise, s Denoise) { d.Eta2Floor = s.Eta2Floor }, func(s Denoise) float64 { return s.Eta2Floor }},
+			{"signal_window", func(d *Denoise, s Denoise) { d.SignalWindow = s.SignalWindow }, nil},
 		})...)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{

@@ -682,16 +682,16 @@ func TestFusionStateRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != f {
+		if !reflect.DeepEqual(got, f) {
 			t.Errorf("FusionState(%d) = %+v, want %+v", f.Step, got, f)
 		}
 	}
 	latest, err := s.LatestFusionState(ctx, r.ID, 99)
-	if err != nil || latest != want[2] {
+	if err != nil || !reflect.DeepEqual(latest, want[2]) {
 		t.Errorf("LatestFusionState = %+v, %v; want %+v", latest, err, want[2])
 	}
 	latest, err = s.LatestFusionState(ctx, r.ID, 1)
-	if err != nil || latest != want[1] {
+	if err != nil || !reflect.DeepEqual(latest, want[1]) {
 		t.Errorf("LatestFusionState(up to 1) = %+v, %v; want %+v", latest, err, want[1])
 	}
 	other := want[1]

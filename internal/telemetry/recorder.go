@@ -31,6 +31,8 @@ const (
 type Recorder struct {
 	stepsCompleted   *prometheus.GaugeVec
 	rho              *prometheus.GaugeVec
+	wmWeight         *prometheus.GaugeVec
+	signalLow        *prometheus.GaugeVec
 	executions       *prometheus.CounterVec
 	executionCPU     *prometheus.CounterVec
 	sandboxFailures  *prometheus.CounterVec
@@ -73,6 +75,10 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 		stepsCompleted: gauge("wmrl_steps_completed",
 			"Steps of the run completed (the last finished step + 1), as recorded by this worker's FinishStep."),
 		rho: gauge("wmrl_rho", "The anchor weight rho of the run's last completed step."),
+		wmWeight: gauge("wmrl_world_model_weight",
+			"1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate)."),
+		signalLow: gauge("wmrl_signal_lower_bound",
+			"Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0)."),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wmrl_executions_total",
 			Help: "Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded)."},
 			[]string{labelRun, labelMode, labelPhase, labelStatus}),
@@ -95,7 +101,7 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 		heldOutScore:   gauge("wmrl_heldout_score", "Held-out score of the run's last evaluated checkpoint."),
 		heldOutVersion: gauge("wmrl_heldout_checkpoint", "Checkpoint version that wmrl_heldout_score evaluated."),
 	}
-	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.executions, r.executionCPU, r.sandboxFailures,
+	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.executions, r.executionCPU, r.sandboxFailures,
 		r.wmCalls, r.wmSeconds, r.calibrationPairs, r.biasBefore, r.biasAfter, r.heldOutScore, r.heldOutVersion} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -112,6 +118,20 @@ func (r *Recorder) StepCompleted(run Run, step int, rho float64) {
 	}
 	r.stepsCompleted.WithLabelValues(run.ID, run.Mode).Set(float64(step + 1))
 	r.rho.WithLabelValues(run.ID, run.Mode).Set(rho)
+}
+
+// GateDecided records the signal gate's decision of the run's last
+// completed step.
+func (r *Recorder) GateDecided(run Run, open bool, low float64) {
+	if r == nil {
+		return
+	}
+	w := 0.0
+	if open {
+		w = 1
+	}
+	r.wmWeight.WithLabelValues(run.ID, run.Mode).Set(w)
+	r.signalLow.WithLabelValues(run.ID, run.Mode).Set(low)
 }
 
 // Execution records one real execution that ran (a result reused from the
