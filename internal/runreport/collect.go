@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce/collect"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -48,6 +49,9 @@ type Step struct {
 	// (version Step+1), when it was evaluated.
 	HeldOut *float64 `json:"heldout_score"`
 	Rho     float64  `json:"rho"`
+	// Gate is the no-harm signal gate's decision (metrics.Step.Gate), nil
+	// in modes and runs without one.
+	Gate *denoise.Gate `json:"gate,omitempty"`
 	// BiasBefore and BiasAfter are the calibration window's mean bias
 	// (r_wm − r_env) before and after the step's map; CalibrationPairs the
 	// window's size.
@@ -107,7 +111,7 @@ func Collect(ctx context.Context, r Reader, id string, maxMaps int) (Data, error
 			Step: s.Step, Groups: s.Groups, AnchorGroups: s.AnchorGroups,
 			MeanReward: m.MeanReward, MeanEnv: m.MeanEnv, MeanWM: m.MeanWM, HeldOut: s.HeldOut,
 			Rho: s.Rho, BiasBefore: s.BiasBefore, BiasAfter: s.BiasAfter, CalibrationPairs: m.CalibrationPairs,
-			Executions: s.Executions, CPUSeconds: s.CPUSeconds, WMCalls: s.WMCalls,
+			Executions: s.Executions, CPUSeconds: s.CPUSeconds, WMCalls: s.WMCalls, Gate: m.Gate,
 		})
 		done[s.Step] = true
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -96,6 +98,7 @@ func Sections(d Data) ([]Section, error) {
 		figs      []fig
 		note      string
 	}
+	gated := func(s Step) bool { return s.Gate != nil && s.Gate.Groups >= denoise.MinSignalGroups }
 	secs := []sec{
 		{id: "reward", title: "Reward", figs: []fig{{"fig-reward", "Training reward by step", "step", "reward",
 			"Mean training reward of the step's trajectories (r_env where executed, r_wm through the map where the mode debiases, " +
@@ -104,7 +107,15 @@ func Sections(d Data) ([]Section, error) {
 			"Held-out score of the checkpoint after each evaluated step, by real execution.", []reproduce.Curve{held}}}},
 		{id: "rho", title: "Anchor weight ρ", figs: []fig{{"fig-rho", "Anchor weight rho", "step", "rho",
 			"ρ of each step: 1 before the denoiser's warm-up, about 2 while the world model is as noisy as during warm-up.",
-			[]reproduce.Curve{series("rho", nil, func(s Step) float64 { return s.Rho })}}}},
+			[]reproduce.Curve{series("rho", nil, func(s Step) float64 { return s.Rho })}},
+			{"fig-gate", "No-harm signal gate", "step", "correlation with real scores",
+				"The recent anchor groups' mean within-group correlation of the calibrated world-model scores with the real ones, " +
+					"its lower confidence bound, and the world-model groups' weight (1: the gate was open, 0: closed, the step trained on its anchor groups alone).",
+				[]reproduce.Curve{
+					series("mean", gated, func(s Step) float64 { return s.Gate.Mean }),
+					series("lower bound", gated, func(s Step) float64 { return s.Gate.Low }),
+					series("world-model weight", gated, func(s Step) float64 { return b2f(s.Gate.Open) }),
+				}}}},
 		{id: "bias", title: "Bias before and after debiasing", figs: []fig{{"fig-bias", "Mean bias of the calibration window", "step", "mean bias (r_wm - r_env)",
 			"Mean r_wm − r_env over the step's calibration window, before and after the step's isotonic map (after is in-sample, 0 up to rounding with pava).",
 			[]reproduce.Curve{
@@ -138,6 +149,12 @@ func Sections(d Data) ([]Section, error) {
 			case "rho":
 				if !p.Denoise {
 					s.note = fmt.Sprintf("Mode %s does not denoise: ρ is 1 at every step.", d.Run.Mode)
+				}
+				if !slices.ContainsFunc(d.Steps, gated) {
+					s.figs = s.figs[:1] // no signal gate (or too few groups yet): ρ alone
+				} else if closed := countFunc(d.Steps, func(st Step) bool { return gated(st) && !st.Gate.Open }); closed > 0 {
+					s.note = fmt.Sprintf("The signal gate closed in %d of the %d completed steps: they trained on their anchor groups alone.",
+						closed, len(d.Steps))
 				}
 			case "bias":
 				if !p.Debias {
@@ -226,4 +243,21 @@ func Write(w io.Writer, d Data) error {
 	}
 	_, err = b.WriteTo(w)
 	return err
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func countFunc[T any](xs []T, f func(T) bool) int {
+	n := 0
+	for _, x := range xs {
+		if f(x) {
+			n++
+		}
+	}
+	return n
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/store"
@@ -392,11 +393,25 @@ func TestReportNotes(t *testing.T) {
 	if err := st.FinishStep(ctx, "report-grpo", 0, store.StepCompleted, metrics.Step{Groups: 1, Rho: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// A wmrl run whose signal gate closed in its second step.
+	if err := st.UpsertRun(ctx, store.Run{ID: "report-gate", Name: "report-gate", Mode: mode.WMRL, Config: json.RawMessage(`{}`), Seed: 1, Steps: 2, State: store.RunRunning}); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range []denoise.Gate{{Groups: 4, Mean: 0.6, Low: 0.2, Open: true}, {Groups: 6, Mean: 0.05, Low: -0.2}} {
+		if err := st.StartStep(ctx, "report-gate", i); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishStep(ctx, "report-gate", i, store.StepCompleted, metrics.Step{Groups: 1, Rho: 2, Gate: &g}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		run   string
 		notes map[string]string
 		figs  []string
 	}{
+		{"report-gate", map[string]string{"rho": "The signal gate closed in 1 of the 2 completed steps"},
+			[]string{"fig-reward", "fig-rho", "fig-gate", "fig-bias", "fig-executions", "fig-cpu"}},
 		{"report-new", map[string]string{"reward": "No completed step yet.", "calibration": "No completed step yet.", "steps": "No completed step yet."}, nil},
 		{"report-grpo", map[string]string{"heldout": "has been evaluated yet", "rho": "Mode grpo does not denoise", "bias": "Mode grpo does not debias",
 			"calibration": "no map is fitted"}, []string{"fig-reward", "fig-rho", "fig-executions", "fig-cpu"}},
