@@ -14,9 +14,9 @@ import (
 	"golang.org/x/net/html"
 	"gonum.org/v1/plot/plotutil"
 
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/store"
