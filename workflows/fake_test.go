@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -54,6 +55,10 @@ type fake struct {
 	// calibrateAt > 0 marks the denoiser calibrated once it has pushed
 	// that many groups.
 	calibrateAt int
+	// gate, when set, is the signal gate decision CalibrateAndFuse
+	// reports; gates the one each FinishStep recorded.
+	gate  *denoise.Gate
+	gates []*denoise.Gate
 }
 
 // uncertaintyOf is the fake AnchorUncertainty's answer for group g.
@@ -100,6 +105,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.count("FinishStep")
 			f.mu.Lock()
 			f.fractions = append(f.fractions, r.Metrics.AnchorFraction)
+			f.gates = append(f.gates, r.Metrics.Gate)
 			f.mu.Unlock()
 			return nil
 		}).Maybe()
@@ -185,7 +191,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.count("Fuse")
 			f.mu.Lock()
 			f.fuses = append(f.fuses, r.Fuse)
-			ungraded := f.ungraded
+			ungraded, gate := f.ungraded, f.gate
 			f.mu.Unlock()
 			st := r.Fuse.Denoise
 			st.Groups += len(r.Fuse.Anchors)
@@ -193,7 +199,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 				st.Calibrated = true
 			}
 			res.Fuse = activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
-				Stats: activities.FuseStats{Trajectories: 16, Graded: 16 - ungraded, Ungraded: ungraded}}
+				Stats: activities.FuseStats{Trajectories: 16, Graded: 16 - ungraded, Ungraded: ungraded, Gate: gate}}
 			return res, nil
 		}).Maybe()
 	up := env.OnActivity(a.Update, mock.Anything, mock.Anything).Return(

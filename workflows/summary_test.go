@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
 )
 
@@ -149,6 +151,38 @@ func TestSummaries(t *testing.T) {
 		"last step 1: ρ 1.200, 4 executed", "held-out 0.2700 at checkpoint 2"} {
 		if !strings.Contains(md.GetCurrentDetails(), w) {
 			t.Errorf("run's current details %q lack %q", md.GetCurrentDetails(), w)
+		}
+	}
+}
+
+// TestSignalGateRecorded: a step whose fusion closed the signal gate
+// records the decision in its metrics and says so in its FinishStep line;
+// a run without a gate records none.
+func TestSignalGateRecorded(t *testing.T) {
+	for _, gate := range []*denoise.Gate{{Groups: 6, Mean: 0.05, Low: -0.21}, nil} {
+		var s testsuite.WorkflowTestSuite
+		env := newEnv(t, &s)
+		l := &summaryLog{}
+		env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{l}})
+		f := &fake{gate: gate}
+		f.register(env, 0)
+		cfg := tiny(t, mode.WMRL)
+		cfg.Steps, cfg.Eval.Every = 1, 0
+		env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "gate", Config: cfg})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.gates) != 1 || !reflect.DeepEqual(f.gates[0], gate) {
+			t.Errorf("FinishStep recorded gates %v, want [%v]", f.gates, gate)
+		}
+		var line string
+		for _, c := range l.calls {
+			if c.activity == "FinishStep" {
+				line = c.summary
+			}
+		}
+		if closed := strings.Contains(line, "gate closed: world model unweighted (signal 0.05, low -0.21, 6 groups)"); closed != (gate != nil) {
+			t.Errorf("FinishStep summary %q with gate %v", line, gate)
 		}
 	}
 }
