@@ -32,6 +32,8 @@ func TestExporterServes(t *testing.T) {
 	run := Run{ID: "r1", Mode: "wmrl"}
 	r.StepCompleted(run, 0, 0.5)
 	r.StepCompleted(run, 1, 0.25)
+	r.GateDecided(run, true, 0.3)
+	r.GateDecided(run, false, -0.125)
 	r.Execution(run, PhaseTrain, "ok", 1.5)
 	r.Execution(run, PhaseTrain, "ok", 0.5)
 	r.Execution(run, PhaseTrain, "timeout", 2)
@@ -55,6 +57,12 @@ wmrl_steps_completed{mode="wmrl",run="r1"} 2
 # HELP wmrl_rho The anchor weight rho of the run's last completed step.
 # TYPE wmrl_rho gauge
 wmrl_rho{mode="wmrl",run="r1"} 0.25
+# HELP wmrl_world_model_weight 1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate).
+# TYPE wmrl_world_model_weight gauge
+wmrl_world_model_weight{mode="wmrl",run="r1"} 0
+# HELP wmrl_signal_lower_bound Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0).
+# TYPE wmrl_signal_lower_bound gauge
+wmrl_signal_lower_bound{mode="wmrl",run="r1"} -0.125
 # HELP wmrl_executions_total Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded).
 # TYPE wmrl_executions_total counter
 wmrl_executions_total{mode="wmrl",phase="heldout",run="r1",status="ungraded"} 1
@@ -91,6 +99,7 @@ wmrl_heldout_checkpoint{mode="grpo",run="r2"} 1
 wmrl_heldout_checkpoint{mode="wmrl",run="r1"} 3
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "wmrl_steps_completed", "wmrl_rho",
+		"wmrl_world_model_weight", "wmrl_signal_lower_bound",
 		"wmrl_executions_total", "wmrl_execution_cpu_seconds_total", "wmrl_sandbox_failures_total",
 		"wmrl_world_model_calls_total", "wmrl_calibration_pairs", "wmrl_bias_before", "wmrl_bias_after",
 		"wmrl_heldout_score", "wmrl_heldout_checkpoint"); err != nil {
