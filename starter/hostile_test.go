@@ -169,6 +169,8 @@ func TestHostileInput(t *testing.T) {
 		{"run preset", []string{"run", "--preset", "huge", db}, exitUsage, `--preset: unknown preset "huge"`},
 		{"run name", []string{"run", "--preset", "tiny", "--name", "", db}, exitUsage, "--name: must not be empty"},
 		{"run seed", []string{"run", "--preset", "tiny", "--seed", "-1", db}, exitUsage, `invalid argument "-1" for "--seed"`},
+		{"run seed hex", []string{"run", "--preset", "tiny", "--seed", "0x10", db}, exitUsage, `invalid argument "0x10" for "--seed" flag: want decimal digits in [0,18446744073709551615]`},
+		{"run seed 2^64", []string{"run", "--preset", "tiny", "--seed", "18446744073709551616", db}, exitUsage, `invalid argument "18446744073709551616" for "--seed"`},
 		// the command line itself
 		{"unknown command", []string{"bogus"}, exitUsage, `unknown command "bogus" for "wmrl"`},
 		{"unknown subcommand", []string{"suite", "bogus"}, exitUsage, `unknown command "bogus" for "wmrl suite"`},

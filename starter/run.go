@@ -89,7 +89,7 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 	f.StringVar(&o.configFile, "config", "", "YAML run configuration")
 	f.StringVar(&o.preset, "preset", "", "named configuration: "+strings.Join(runconfig.PresetNames(), ", "))
 	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
-	f.Uint64Var(&o.seed, "seed", 0, "run seed (default: the configuration's)")
+	f.Var(decimalUint64{&o.seed}, "seed", "run seed, in decimal digits (default: the configuration's)")
 	f.BoolVar(&o.detach, "detach", false, "start the run and return without following it")
 	f.BoolVar(&o.skipPreflight, "skip-preflight", false,
 		"start without asking a sandbox worker whether it can run the config's sandbox settings")
