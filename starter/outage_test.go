@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,6 +125,33 @@ func proxiedDSN(t *testing.T, dsn string) (string, *testenv.Proxy) {
 	return dsn + " host=" + host + " port=" + port, p // a later keyword wins
 }
 
+// follow starts wmrl status RUN --follow with the stack's flags and then
+// flags (which win), and returns once it follows: its stdout and stderr as
+// they grow, and its end.
+func (e *itEnv) follow(t *testing.T, run string, flags ...string) (out, errOut *syncBuffer, done <-chan error) {
+	t.Helper()
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	end := make(chan error, 1)
+	go func() {
+		root := newRootCmd()
+		root.SetOut(out)
+		root.SetErr(errOut)
+		root.SetArgs(append(append([]string{"status", run, "--follow", "--poll", "200ms"}, e.flags...), flags...))
+		end <- root.ExecuteContext(t.Context())
+	}()
+	for start := time.Now(); !strings.Contains(out.String(), "following run "+run); time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-end:
+			t.Fatalf("status --follow ended before following: %v\n%s%s", err, out, errOut)
+		default:
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("status --follow not following after a minute:\n%s%s", out, errOut)
+		}
+	}
+	return out, errOut, end
+}
+
 // TestFollowThroughPostgresOutage: wmrl status --follow, cut off from
 // Postgres while the run goes on and ends, says so once, waits, says when
 // Postgres answers again, and ends as the run did.
@@ -135,16 +163,7 @@ func TestFollowThroughPostgresOutage(t *testing.T) {
 	if out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach"); err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	var out, errOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		root := newRootCmd()
-		root.SetOut(&out)
-		root.SetErr(&errOut)
-		root.SetArgs(append(append([]string{"status", name, "--follow", "--poll", "200ms"}, e.flags...), "--database-url", dsn))
-		done <- root.ExecuteContext(t.Context())
-	}()
-	waitFor(t, "the follower to follow", func() bool { return strings.Contains(out.String(), "following run "+name) })
+	out, errOut, done := e.follow(t, name, "--database-url", dsn)
 	p.Stop()
 	cut := time.Now()
 	// The run ends while the follower cannot reach Postgres, which it
@@ -197,5 +216,60 @@ func TestFollowThroughPostgresOutage(t *testing.T) {
 	}
 	if s := e.status(t, name); s.Workflow != wfCompleted || s.Step != 6 {
 		t.Errorf("status after: %+v", s)
+	}
+}
+
+// TestFollowThroughTemporalOutage: wmrl status --follow, cut off from
+// Temporal while the run goes on, says so once, waits, says when Temporal
+// answers again, follows on, and ends as the run does.
+func TestFollowThroughTemporalOutage(t *testing.T) {
+	e := integration(t)
+	addr := e.flags[slices.Index(e.flags, "--address")+1]
+	p, err := testenv.NewProxy("tcp", "127.0.0.1:0", "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	name := e.runName(t, "temporal-outage")
+	cfg := writeFile(t, "o.yaml", "steps: 1000\n")
+	if out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", name, "--detach"); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	out, errOut, done := e.follow(t, name, "--address", p.Addr())
+	waitFor(t, "a step line", func() bool { return strings.Contains(out.String(), "step 0: rho") })
+	p.Stop()
+	cut := time.Now()
+	waitFor(t, "the follower to say temporal is unreachable", func() bool { return strings.Contains(out.String(), "temporal unreachable") })
+	select {
+	case err := <-done:
+		t.Fatalf("follower ended during the outage: %v\n%s", err, out.String())
+	case <-time.After(3 * time.Second):
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("temporal cut off for %v", time.Since(cut).Round(time.Millisecond))
+	waitFor(t, "the follower to say temporal answers again", func() bool { return strings.Contains(out.String(), "temporal answers again") })
+	// It follows on: a step line after the outage, then the run's end.
+	seen := strings.Count(out.String(), ": rho ")
+	waitFor(t, "a step line after the outage", func() bool { return strings.Count(out.String(), ": rho ") > seen })
+	if _, err := e.wmrl(t, "stop", name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("follower still following a minute after the stop:\n%s", out.String())
+	}
+	got := out.String()
+	t.Logf("wmrl status --follow:\n%s", got)
+	if err != nil {
+		t.Fatalf("status --follow: %v (stderr %q)", err, errOut.String())
+	}
+	if n := strings.Count(got, "temporal unreachable"); n != 1 {
+		t.Errorf("%d lines of temporal unreachable, want 1", n)
+	}
+	if !strings.Contains(got, "run "+name+" ended: ") {
+		t.Errorf("output lacks the run's end")
 	}
 }
