@@ -194,3 +194,27 @@ func readFileMax(path string, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// decimalUint64 is a flag's uint64 as a run configuration writes it:
+// decimal digits (pflag's Uint64 would read 0x10 as 16 and 010 as 8).
+type decimalUint64 struct{ v *uint64 }
+
+var _ pflag.Value = decimalUint64{}
+
+func (d decimalUint64) String() string {
+	if d.v == nil {
+		return "0"
+	}
+	return strconv.FormatUint(*d.v, 10)
+}
+
+func (d decimalUint64) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want decimal digits in [0,%d]", uint64(math.MaxUint64))
+	}
+	*d.v = v
+	return nil
+}
+
+func (decimalUint64) Type() string { return "uint64" }

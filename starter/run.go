@@ -61,7 +61,8 @@ run then follows the run: a progress bar (completed steps, ETA) and one line of
 metrics per completed step (rho, anchor groups, executions, mean reward, mean
 bias of the calibration window before and after the map, held-out score when
 evaluated). Ctrl-C detaches: the run goes on, and run prints how to follow or
-stop it. At the end it prints the final status and the run's page in the
+stop it. An outage of Postgres or Temporal while following is waited out (one
+line when it starts, one when the service answers again). At the end it prints the final status and the run's page in the
 Temporal Web UI (--ui-url, $WMRL_UI_URL, default ` + deployenv.DefaultUIURL + `).
 --detach returns right after the start.
 
@@ -88,7 +89,7 @@ temporal_run_id, detached, status (as wmrl status --json) and url.`,
 	f.StringVar(&o.configFile, "config", "", "YAML run configuration")
 	f.StringVar(&o.preset, "preset", "", "named configuration: "+strings.Join(runconfig.PresetNames(), ", "))
 	f.StringVar(&o.name, "name", "", "run name (default: the configuration's)")
-	f.Uint64Var(&o.seed, "seed", 0, "run seed (default: the configuration's)")
+	f.Var(decimalUint64{&o.seed}, "seed", "run seed, in decimal digits (default: the configuration's)")
 	f.BoolVar(&o.detach, "detach", false, "start the run and return without following it")
 	f.BoolVar(&o.skipPreflight, "skip-preflight", false,
 		"start without asking a sandbox worker whether it can run the config's sandbox settings")
@@ -268,7 +269,8 @@ func startAndFollow(cmd *cobra.Command, cf *connFlags, o *runOptions, cfg runcon
 
 // follow prints a run's progress until it ends or the user detaches.
 // initial is the run's status as started (shown when detaching before the
-// run answers).
+// run answers). An outage of Postgres or Temporal does not end it: it is
+// waited out (waiter), with a line when it starts and one when it ends.
 func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st *store.Store, temporalRunID string,
 	initial workflows.Status, detach bool, poll time.Duration) error {
 	run, from, steps := initial.Run, initial.Step, initial.Steps
@@ -280,12 +282,27 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 	ctx := context.WithoutCancel(cmd.Context())
 	rep := runReport{Run: run, TemporalRunID: temporalRunID, URL: c.runURL(run)}
 	bar := newProgress(out, steps, "steps", isTerminal(out), asJSON)
-	heldOut := from       // the checkpoint version of the last held-out score shown
-	printed := from       // steps whose line is printed (or that an earlier run did)
-	var failing time.Time // since when the status query fails
+	note := bar.line
+	if asJSON {
+		// stdout holds the one JSON object.
+		note = func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }
+	}
+	w := newWaiter(note, sigCtx.Done())
+	heldOut := from                  // the checkpoint version of the last held-out score shown
+	printed := from                  // steps whose line is printed (or that an earlier run did)
+	last, answered := initial, false // the last status the run answered
+	var failing time.Time            // since when the status query fails
 	warned := false
+	wf := wfRunning
 	for !detach {
-		wf, err := temporalState(ctx, tc, run)
+		err := w.do(ctx, svcTemporal, func(ctx context.Context) (err error) {
+			wf, err = temporalState(ctx, tc, run)
+			return err
+		})
+		if errors.Is(err, errDetached) {
+			detach = true
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -295,7 +312,7 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 		s, err := queryStatus(sigCtx, tc, run)
 		switch {
 		case err == nil:
-			failing = time.Time{}
+			failing, last, answered = time.Time{}, s, true
 		case failing.IsZero():
 			failing = time.Now()
 		case time.Since(failing) > 10*time.Second && !warned && sigCtx.Err() == nil:
@@ -304,7 +321,15 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 			warned = true
 		}
 		if err == nil {
-			if printed, err = printSteps(ctx, st, bar, &heldOut, run, printed, s); err != nil {
+			err := w.do(ctx, svcPostgres, func(ctx context.Context) (err error) {
+				printed, err = printSteps(ctx, st, bar, &heldOut, run, printed, s)
+				return err
+			})
+			if errors.Is(err, errDetached) {
+				detach = true
+				break
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -315,11 +340,28 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 		}
 	}
 	bar.clear()
-	final, err := statusOf(ctx, c, tc, st, run)
-	if err != nil && detach {
-		// Just started: the run has not answered nor been recorded yet.
-		final = statusReport{Status: initial, Source: sourceStart, URL: c.runURL(run), Note: err.Error()}
-		final.Workflow, err = temporalState(ctx, tc, run)
+	var final statusReport
+	var err error
+	if detach {
+		// The user is leaving: no waiting. Just started, or a service
+		// down: what the run last answered.
+		if final, err = statusOf(ctx, c, tc, st, run); err != nil {
+			final = statusReport{Status: last, Source: sourceStart, URL: c.runURL(run), Note: err.Error()}
+			if answered {
+				final.Source = sourceQuery
+			}
+			final.Workflow, err = temporalState(ctx, tc, run)
+			if err != nil && unreachable(err) {
+				final.Workflow, err = wfRunning, nil // as last seen
+			}
+		}
+	} else {
+		// The run ended (wf): its status from Postgres, waited for.
+		err = w.do(ctx, svcPostgres, func(ctx context.Context) (err error) {
+			final, err = postgresStatus(ctx, st, tc, run, wf)
+			return err
+		})
+		final.URL = c.runURL(run)
 	}
 	if err != nil {
 		return err
@@ -327,7 +369,11 @@ func follow(cmd *cobra.Command, c *connFlags, asJSON bool, tc client.Client, st 
 	rep.Status = final
 	rep.Detached = final.Workflow == wfRunning
 	if !rep.Detached {
-		if _, err := printSteps(ctx, st, bar, &heldOut, run, printed, final.Status); err != nil {
+		err := w.do(ctx, svcPostgres, func(ctx context.Context) (err error) {
+			printed, err = printSteps(ctx, st, bar, &heldOut, run, printed, final.Status)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		bar.clear()

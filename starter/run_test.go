@@ -221,3 +221,33 @@ func TestProgressBar(t *testing.T) {
 		t.Errorf("the bar stays after the end: %q", last)
 	}
 }
+
+// TestSeedFlag: --seed takes decimal digits up to 2^64-1 and overrides the
+// configuration's seed; other forms are refused.
+func TestSeedFlag(t *testing.T) {
+	for _, tt := range []struct {
+		give string
+		want uint64
+		err  bool
+	}{
+		{give: "42", want: 42},
+		{give: "18446744073709551615", want: 18446744073709551615},
+		{give: "0x10", err: true},
+		{give: "1_000", err: true},
+		{give: "18446744073709551616", err: true},
+		{give: "", err: true},
+	} {
+		var seed uint64
+		err := (decimalUint64{&seed}).Set(tt.give)
+		if (err != nil) != tt.err || seed != tt.want {
+			t.Errorf("--seed %q: %d, %v", tt.give, seed, err)
+		}
+		if err != nil {
+			continue
+		}
+		cfg, err := loadRunConfig(runOptions{preset: "tiny", seed: seed}, false, true)
+		if err != nil || cfg.Seed != tt.want {
+			t.Errorf("--seed %q: config seed %d, %v", tt.give, cfg.Seed, err)
+		}
+	}
+}

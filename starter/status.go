@@ -63,7 +63,9 @@ completed, from its workflow result; "workflow" then says what Temporal reports
 (completed, failed, terminated, ...).
 
 --follow follows a running run as wmrl run does (progress, one line per
-completed step) until it ends; Ctrl-C detaches again. With --json it then prints
+completed step) until it ends; Ctrl-C detaches again. An outage of Postgres or
+Temporal meanwhile is waited out, with one line when it starts and one when the
+service answers again. With --json it then prints
 the object of wmrl run --json.
 
 --json prints one object with at least run, state, mode, step and steps.`,

@@ -28,10 +28,14 @@ func (b *syncBuffer) Bytes() []byte {
 func TestReporterInTime(t *testing.T) {
 	var out syncBuffer
 	exited := make(chan int, 1)
+	start := time.Now()
 	r := NewReporter(&out, time.Hour, func(code int) { exited <- code })
 	if err := r.Report(NewResult(StatusOK, 0.9, 0.5, "")); err != nil {
 		t.Fatal(err)
 	}
+	// Its wall time is within the test's own measure of the same calls,
+	// however slow a loaded machine makes them.
+	most := time.Since(start).Seconds()
 	if err := r.Report(Failed(StatusRuntimeError, "second")); err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +43,8 @@ func TestReporterInTime(t *testing.T) {
 	if err != nil {
 		t.Fatalf("output %q: %v", out.Bytes(), err)
 	}
-	if got.Status != StatusOK || got.WallSeconds <= 0 || got.WallSeconds > 1 {
-		t.Errorf("report in time = %+v, want ok with its wall time", got)
+	if got.Status != StatusOK || got.WallSeconds <= 0 || got.WallSeconds > most {
+		t.Errorf("report in time = %+v, want ok with its wall time (at most %.6fs)", got, most)
 	}
 	select {
 	case code := <-exited:

@@ -89,7 +89,7 @@ func TestGrader(t *testing.T) {
 	e := newTestEnv(t, Options{})
 	g := &Grader{Sandbox: e.sb, Tasks: e.store}
 	ctx := context.Background()
-	lim := testLimits(30 * time.Second)
+	lim := testLimits(finishDeadline)
 	got, err := g.Grade(ctx, backend.GradeRequest{Limits: lim, Items: []backend.GradeItem{
 		{Task: backend.Task{ID: "synth-a"}, Solution: logistic, Seed: 1},
 		{Task: backend.Task{ID: "synth-b"}, Solution: "", Seed: 3},
@@ -131,7 +131,7 @@ func TestGrader(t *testing.T) {
 // TestSeedReachesSolution: the item's seed is $WMRL_SEED.
 func TestSeedReachesSolution(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	r, err := e.sb.Grade(context.Background(), e.a, "import os\nprint(os.environ['WMRL_SEED'])\n", testLimits(20*time.Second), 12345)
+	r, err := e.sb.Grade(context.Background(), e.a, "import os\nprint(os.environ['WMRL_SEED'])\n", testLimits(finishDeadline), 12345)
 	if err != nil {
 		t.Fatal(err)
 	}

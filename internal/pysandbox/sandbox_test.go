@@ -29,7 +29,7 @@ print("fitted", len(train), "rows")
 
 func TestGood(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	r := e.grade(t, logistic, 30*time.Second)
+	r := e.grade(t, logistic, finishDeadline)
 	if r.Status != StatusValid || r.Metric < 0.8 || r.Metric > 1 {
 		t.Fatalf("%s (%s), metric %v: %s\nstderr: %s", r.Status, r.Failure, r.Metric, r.Detail, r.Run.Stderr)
 	}
@@ -55,11 +55,13 @@ func TestCleanCheckSeesProcesses(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.sb.Grade(ctx, e.a, "import time\ntime.sleep(60)\n", testLimits(30*time.Second), 1)
+		_, err := e.sb.Grade(ctx, e.a, "import time\ntime.sleep(3600)\n", testLimits(finishDeadline), 1)
 		done <- err
 	}()
 	var id string
-	for start := time.Now(); id == "" && time.Since(start) < 20*time.Second; time.Sleep(100 * time.Millisecond) {
+	// The grade runs until cancelled: wait as long as a loaded machine
+	// takes to start it.
+	for start := time.Now(); id == "" && time.Since(start) < 2*time.Minute; time.Sleep(100 * time.Millisecond) {
 		list, err := e.sb.Client().ContainerList(ctx, container.ListOptions{
 			Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelOwner+"="+e.sb.Owner())),
 		})

@@ -11,6 +11,13 @@
 // value of the base configuration (Default, or a preset), so a file only
 // needs the fields it changes. A document has at most MaxBytes.
 //
+// Numbers are read as written, by one check of every number field before the
+// YAML decoder (which would read 2.9 as 2, 0x10 as 16 and 010 as 8): an
+// integer is decimal digits within its Go type's range, a float a finite
+// number in decimal notation; anything else is refused under the field's
+// path and line ("sandbox.memory_mb: line 2: 600.7 is not an integer") and
+// the field keeps the base's value.
+//
 // The debias, denoise and advantage sections are validated by their owners
 // (debias.Config, which is the debias section itself, denoise.Config and
 // advantage.Config), one field at a time so that every invalid field is

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -549,28 +550,159 @@ func decode(base Config, data []byte) (Config, *document, error) {
 // reports the keys t does not have (the decoder, not strict, skips them).
 // It follows aliases; its depth is that of Config's sections, so a cyclic
 // alias cannot loop.
+//
+// It also checks every number as written (checkNumber) and takes a field
+// whose number is refused out of the mapping, so that the decoder neither
+// reads it its own way (2.9 as 2, 0x10 as 16) nor reports it again: the
+// field keeps base's value and the problem names it.
 func (d *document) walk(m *yaml.Node, t reflect.Type, prefix string) []error {
 	var problems []error
+	kept := m.Content[:0:0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		path := prefix + k.Value
 		f, ok := yamlField(t, k.Value)
 		if !ok {
 			problems = append(problems, bad(path, "line %d: field %s not found", k.Line, k.Value))
+			kept = append(kept, k, v)
 			continue
 		}
 		d.lines[path] = k.Line
-		if _, dup := d.byLine[v.Line]; !dup {
+		// A deeper field's value is the one the decoder's message at a
+		// line is about ("sandbox:\n  memory_mb: x" has both at line 2).
+		if at, dup := d.byLine[v.Line]; !dup || strings.HasPrefix(path, at+".") {
 			d.byLine[v.Line] = path
 		}
 		for v.Kind == yaml.AliasNode && v.Alias != nil {
 			v = v.Alias
 		}
+		if v.Kind == yaml.ScalarNode {
+			if err := checkNumber(v, f.Type); err != nil {
+				problems = append(problems, bad(path, "line %d: %v", v.Line, err))
+				continue
+			}
+		}
+		kept = append(kept, m.Content[i], m.Content[i+1])
 		if v.Kind == yaml.MappingNode && f.Type.Kind() == reflect.Struct {
 			problems = append(problems, d.walk(v, f.Type, path+".")...)
 		}
 	}
+	m.Content = kept
 	return problems
+}
+
+var (
+	// decimalInt is an integer as a configuration writes it: decimal
+	// digits, no leading zero (which the YAML decoder reads as octal).
+	decimalInt = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)
+	// decimalFloat is a number in decimal notation, with an optional
+	// fraction and exponent.
+	decimalFloat = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
+	// leadingZero is an integer the YAML decoder reads as octal (010 is 8).
+	leadingZero = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+)
+
+// checkNumber checks a scalar that sets a field of type t when t is a
+// number: an integer must be written in decimal digits and be in the range
+// of t (600.7, 1e30, 0x10, 0b11, 010 and 2^64 for a uint64 are refused,
+// where the YAML decoder would truncate, wrap or convert them), and a float
+// in decimal notation and finite. A null leaves the field to the decoder
+// (its zero value), as does a type that is not a number.
+func checkNumber(v *yaml.Node, t reflect.Type) error {
+	if v.ShortTag() == "!!null" {
+		return nil
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(reflect.TypeFor[yaml.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	s := v.Value
+	// A string (quoted, or a block) is shown quoted, as is a plain
+	// scalar that needs escapes to fit in one line.
+	str := v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0
+	written := s
+	if q := strconv.Quote(s); str || q[1:len(q)-1] != s {
+		written = q
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if err := checkIntForm(str, written, s); err != nil {
+			return err
+		}
+		if _, err := strconv.ParseInt(s, 10, t.Bits()); err != nil {
+			lo, hi := -int64(1)<<(t.Bits()-1), int64(1)<<(t.Bits()-1)-1
+			return fmt.Errorf("%s is out of range [%d,%d]", written, lo, hi)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if err := checkIntForm(str, written, s); err != nil {
+			return err
+		}
+		if _, err := strconv.ParseUint(strings.TrimPrefix(s, "+"), 10, t.Bits()); err != nil && s != "-0" {
+			return fmt.Errorf("%s is out of range [0,%d]", written, uint64(1)<<(t.Bits()-1)<<1-1)
+		}
+	case reflect.Float32, reflect.Float64:
+		switch {
+		case str:
+			return fmt.Errorf("%s is a string, not a number", written)
+		case isNonFinite(s):
+			return fmt.Errorf("%s is not a finite number", written)
+		case leadingZero.MatchString(s):
+			return fmt.Errorf("%s is not a decimal number (a leading 0 reads as octal)", written)
+		case decimalFloat.MatchString(s):
+		case nonDecimalInt(s) || parsesAsFloat(s):
+			return fmt.Errorf("%s is not a decimal number", written)
+		default:
+			return fmt.Errorf("%s is not a number", written)
+		}
+		if f, err := strconv.ParseFloat(s, t.Bits()); err != nil || math.IsInf(f, 0) {
+			return fmt.Errorf("%s is out of range for a %d-bit float", written, t.Bits())
+		}
+	}
+	return nil
+}
+
+// checkIntForm checks that s, shown as written (str: a string), is an
+// integer in decimal digits.
+func checkIntForm(str bool, written, s string) error {
+	switch {
+	case str:
+		return fmt.Errorf("%s is a string, not an integer", written)
+	case decimalInt.MatchString(s):
+		return nil
+	case leadingZero.MatchString(s):
+		return fmt.Errorf("%s is not a decimal integer (a leading 0 reads as octal)", written)
+	case nonDecimalInt(s):
+		return fmt.Errorf("%s is not a decimal integer", written)
+	}
+	return fmt.Errorf("%s is not an integer", written)
+}
+
+// nonDecimalInt reports whether s is an integer in another base or with
+// digit separators, as Go and YAML write them (0x10, 0o17, 0b11, 1_000).
+func nonDecimalInt(s string) bool {
+	_, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+	if err != nil {
+		_, err = strconv.ParseUint(strings.ReplaceAll(s, "_", ""), 0, 64)
+	}
+	return err == nil || errors.Is(err, strconv.ErrRange)
+}
+
+// parsesAsFloat reports whether s is a number in a notation Go reads but a
+// configuration does not write (0x1p-2, Inf).
+func parsesAsFloat(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil || errors.Is(err, strconv.ErrRange)
+}
+
+// isNonFinite reports whether s is one of YAML's infinities or NaN.
+func isNonFinite(s string) bool {
+	switch strings.TrimLeft(strings.ToLower(s), "+-") {
+	case ".inf", ".nan":
+		return true
+	}
+	return false
 }
 
 // yamlField is the field of struct type t with the YAML key name.

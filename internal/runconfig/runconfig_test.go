@@ -78,7 +78,7 @@ func TestParseErrors(t *testing.T) {
 		{give: "", want: "empty document"},
 		{give: "nmae: x\n", want: "field nmae not found"},
 		{give: "anchors:\n  fractoin: 0.1\n", want: "field fractoin not found"},
-		{give: "steps: ten\n", want: "cannot unmarshal"},
+		{give: "steps: ten\n", want: "steps: line 1: ten is not an integer"},
 		{give: "mode: fast\n", want: "mode: line 1: unknown mode \"fast\""},
 		{give: "name: a\n---\nname: b\n", want: "more than one YAML document"},
 		{give: "anchors:\n  fraction: 1.5\n", want: "anchors.fraction: line 2: must be in [0,1], got 1.5"},
@@ -294,7 +294,7 @@ func TestParseReportsEveryField(t *testing.T) {
 	}
 	wantEach := []string{
 		"mode: line 1: ",
-		"groups: line 3: cannot unmarshal !!str `ten` into int",
+		"groups: line 3: ten is not an integer",
 		"anchors.fractoin: line 5: field fractoin not found",
 		"steps: line 2: must be in [1,1000000], got 0",
 		"anchors.fraction: line 6: must be in [0,1], got 2",
@@ -386,12 +386,13 @@ func TestParseReportsEveryDomainField(t *testing.T) {
 		t.Fatalf("Parse = %v, want an *Invalid", err)
 	}
 	want := []string{
+		// The document's own problems first: a number it cannot be.
+		"denoise.rho_max: line 9: .inf is not a finite number",
 		`debias.method: line 2: "spline" is not "pava" or "binned"`,
 		"debias.bins: line 3: 0, want 1 to 1000000",
 		"debias.min_pairs: line 4: -1, want 0 to 2147483647",
 		"denoise.half_life: line 7: -1, want a positive number of groups",
 		"denoise.warmup: line 8: 0, want at least 1 group",
-		"denoise.rho_max: line 9: must be a finite number, got +Inf",
 		"advantage.eps: line 11: 2, want a small positive number, at most 1",
 	}
 	if len(inv.Problems) != len(want) {
@@ -504,5 +505,120 @@ func TestAnchorsActiveAndAdaptive(t *testing.T) {
 	_, err = Parse(Default(), []byte("anchors:\n  active:\n    enabled: true\n    mix: 3\n"))
 	if err == nil || !strings.Contains(err.Error(), "anchors.active.mix: line 4:") {
 		t.Errorf("bad mix: %v", err)
+	}
+}
+
+// TestNumbersAsWritten: a number field takes a number only as a
+// configuration writes it; the YAML decoder's own readings (2.9 as 2, 0x10
+// as 16, 2^64 wrapped) are refused, naming the field's path and line.
+func TestNumbersAsWritten(t *testing.T) {
+	tests := []struct {
+		give string
+		want string // the whole error; "" for none
+	}{
+		{give: "steps: 2.9\n", want: "steps: line 1: 2.9 is not an integer"},
+		{give: "sandbox:\n  memory_mb: 600.7\n", want: "sandbox.memory_mb: line 2: 600.7 is not an integer"},
+		{give: "sandbox:\n  memory_mb: 1e30\n", want: "sandbox.memory_mb: line 2: 1e30 is not an integer"},
+		{give: "sandbox: {kind: process, memory_mb: 1e3}\n", want: "sandbox.memory_mb: line 1: 1e3 is not an integer"},
+		{give: "seed: 18446744073709551616\n", want: "seed: line 1: 18446744073709551616 is out of range [0,18446744073709551615]"},
+		{give: "seed: 18446744073709551615\n"},
+		{give: "seed: -1\n", want: "seed: line 1: -1 is out of range [0,18446744073709551615]"},
+		{give: "suite_seed: 0x10\n", want: "suite_seed: line 1: 0x10 is not a decimal integer"},
+		{give: "steps: 0x10\n", want: "steps: line 1: 0x10 is not a decimal integer"},
+		{give: "steps: 0b11\n", want: "steps: line 1: 0b11 is not a decimal integer"},
+		{give: "steps: 0o17\n", want: "steps: line 1: 0o17 is not a decimal integer"},
+		{give: "steps: 010\n", want: "steps: line 1: 010 is not a decimal integer (a leading 0 reads as octal)"},
+		{give: "steps: 1_000\n", want: "steps: line 1: 1_000 is not a decimal integer"},
+		{give: "steps: 9223372036854775808\n", want: "steps: line 1: 9223372036854775808 is out of range [-9223372036854775808,9223372036854775807]"},
+		{give: "steps: \"3\"\n", want: `steps: line 1: "3" is a string, not an integer`},
+		{give: "steps: |\n  3\n", want: `steps: line 1: "3\n" is a string, not an integer`},
+		{give: "steps: 2001-12-14\n", want: "steps: line 1: 2001-12-14 is not an integer"},
+		{give: "steps: +3\n"},
+		{give: "debias:\n  bins: 2.5\n", want: "debias.bins: line 2: 2.5 is not an integer"},
+		{give: "world_model:\n  refresh:\n    every: 0x2\n", want: "world_model.refresh.every: line 3: 0x2 is not a decimal integer"},
+		{give: "anchors:\n  fraction: abc\n", want: "anchors.fraction: line 2: abc is not a number"},
+		{give: "anchors:\n  fraction: true\n", want: "anchors.fraction: line 2: true is not a number"},
+		{give: "anchors:\n  fraction: 0x1p-2\n", want: "anchors.fraction: line 2: 0x1p-2 is not a decimal number"},
+		{give: "anchors:\n  fraction: 010\n", want: "anchors.fraction: line 2: 010 is not a decimal number (a leading 0 reads as octal)"},
+		{give: "anchors:\n  fraction: '0.5'\n", want: `anchors.fraction: line 2: "0.5" is a string, not a number`},
+		{give: "anchors:\n  fraction: .NaN\n", want: "anchors.fraction: line 2: .NaN is not a finite number"},
+		{give: "sandbox:\n  cpus: -.inf\n", want: "sandbox.cpus: line 2: -.inf is not a finite number"},
+		{give: "sandbox:\n  cpus: 1e400\n", want: "sandbox.cpus: line 2: 1e400 is out of range for a 64-bit float"},
+		{give: "max_ungraded: x\n", want: "max_ungraded: line 1: x is not a number"},
+		{give: "max_ungraded: 0.5\n"},
+		{give: "anchors:\n  fraction: .5\n"},
+		{give: "anchors:\n  fraction: 5e-1\n"},
+		// Every refusal at once, in the document's order, the other
+		// fields read.
+		{give: "steps: 2.9\nname: ok\ngroups: 0x4\n", want: "steps: line 1: 2.9 is not an integer; groups: line 3: 0x4 is not a decimal integer"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(Default(), []byte(tt.give))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Parse(%q): %v", tt.give, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("Parse(%q) = %v, want %q", tt.give, err, tt.want)
+		}
+	}
+	if cfg, err := Parse(Default(), []byte("steps: +3\nseed: 18446744073709551615\n")); err != nil || cfg.Steps != 3 || cfg.Seed != math.MaxUint64 {
+		t.Errorf("Parse: steps %d, seed %d, err %v", cfg.Steps, cfg.Seed, err)
+	}
+	// A refused field keeps the base's value; the others are read.
+	cfg, err := Decode(Default(), []byte("steps: 2.9\nname: ok\n"))
+	if err == nil || cfg.Steps != Default().Steps || cfg.Name != "ok" {
+		t.Errorf("Decode: steps %d, name %q, err %v", cfg.Steps, cfg.Name, err)
+	}
+}
+
+// TestEveryNumberFieldChecked: every number field of Config, at any depth,
+// goes through the same check, so a field added later cannot take 2.9 as 2.
+func TestEveryNumberFieldChecked(t *testing.T) {
+	var paths []string
+	var kinds []reflect.Kind
+	var collect func(reflect.Type, string)
+	collect = func(rt reflect.Type, prefix string) {
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch ft.Kind() {
+			case reflect.Struct:
+				collect(ft, prefix+name+".")
+			case reflect.Int, reflect.Int64, reflect.Uint64, reflect.Float64:
+				paths, kinds = append(paths, prefix+name), append(kinds, ft.Kind())
+			}
+		}
+	}
+	collect(reflect.TypeFor[Config](), "")
+	if len(paths) < 30 {
+		t.Fatalf("found %d number fields: %v", len(paths), paths)
+	}
+	for i, path := range paths {
+		parts := strings.Split(path, ".")
+		var doc strings.Builder
+		for d, p := range parts[:len(parts)-1] {
+			fmt.Fprintf(&doc, "%s%s:\n", strings.Repeat("  ", d), p)
+		}
+		leaf := strings.Repeat("  ", len(parts)-1) + parts[len(parts)-1]
+		line := len(parts)
+		bads := []string{"0x10", "abc"}
+		good := "7"
+		if kinds[i] != reflect.Float64 {
+			bads = append(bads, "2.9")
+		}
+		for _, b := range bads {
+			_, err := Decode(Default(), []byte(doc.String()+leaf+": "+b+"\n"))
+			want := fmt.Sprintf("%s: line %d: %s is not", path, line, b)
+			if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), ";") {
+				t.Errorf("%s: %s: %v, want one problem starting %q", path, b, err, want)
+			}
+		}
+		if _, err := Decode(Default(), []byte(doc.String()+leaf+": "+good+"\n")); err != nil {
+			t.Errorf("%s: %s: %v", path, good, err)
+		}
 	}
 }
