@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -218,7 +219,7 @@ func testTiny(t *testing.T, e *itEnv) {
 		t.Fatalf("status without Temporal: %v\n%s", err, out)
 	}
 	if off.Source != sourcePostgres || off.Workflow != "" || off.State != "completed" || off.Step != 3 || off.Rho != s.Rho ||
-		off.Last == nil || off.Last.Metrics != s.Last.Metrics || !strings.Contains(off.Note, "connect to temporal") {
+		off.Last == nil || !reflect.DeepEqual(off.Last.Metrics, s.Last.Metrics) || !strings.Contains(off.Note, "connect to temporal") {
 		t.Errorf("status without Temporal %+v", off)
 	}
 	// A duplicate name is refused, before anything starts.
