@@ -9,7 +9,10 @@
 #   4. the Python sandbox image (deploy/pyimage.sh) when a Docker engine answers
 #   5. one wmrl-worker serving every task queue (Docker sandbox when an engine
 #      answers, the process sandbox otherwise; the Python sandbox too, through
-#      its --backends file), logging to .cache/demo/worker.log
+#      its --backends file), logging to .cache/demo/worker.log; demo.sh waits
+#      until it logs "worker ready" (the first start builds the suite: minutes
+#      on 2 cores), saying every 15 s what it waits for, for up to
+#      WMRL_DEMO_WORKER_WAIT seconds (default 1800)
 #   6. wmrl run --preset demo
 #
 # Everything keeps running afterwards so the run can be browsed in the UI;
@@ -20,6 +23,36 @@ cd "$root"
 state=$root/.cache/demo
 mkdir -p "$state"
 say() { printf '\n== %s\n' "$*"; }
+
+# wait_for_worker PID LOG LIMIT: wait until the worker logs "worker ready",
+# saying every 15 s what it is doing (building the suite, after "loading
+# suite"); fail with the log's tail if it exits or is not ready within LIMIT
+# seconds.
+wait_for_worker() {
+	local pid=$1 log=$2 limit=$3 start=$SECONDS next=15 what
+	until grep -q 'worker ready' "$log" 2>/dev/null; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 20 "$log" >&2
+			echo "demo.sh: the worker exited before it was ready (log: $log)" >&2
+			return 1
+		fi
+		if ((SECONDS - start >= limit)); then
+			tail -n 20 "$log" >&2
+			echo "demo.sh: the worker is not ready after ${limit}s (log: $log; WMRL_DEMO_WORKER_WAIT sets the limit)" >&2
+			return 1
+		fi
+		if ((SECONDS - start >= next)); then
+			what="starting"
+			if grep -q 'loading suite' "$log" 2>/dev/null; then
+				what="building the built-in suite; the first start on a machine takes minutes"
+			fi
+			echo "waiting for the worker to be ready: $what ($((SECONDS - start))s)..."
+			next=$((next + 15))
+		fi
+		sleep 1
+	done
+	echo "worker ready after $((SECONDS - start))s"
+}
 
 cmd_stop() {
 	if [[ -f $state/worker.pid ]] && kill -0 "$(<"$state/worker.pid")" 2>/dev/null; then
@@ -67,13 +100,8 @@ fi
 export WMRL_DATA_DIR=${WMRL_DATA_DIR:-$root/.cache/demo/data}
 nohup bin/wmrl-worker --executor "$root/bin/wmrl-executor" "${backends[@]}" >"$state/worker.log" 2>&1 </dev/null &
 echo $! >"$state/worker.pid"
-sleep 1
-kill -0 "$(<"$state/worker.pid")" 2>/dev/null || {
-	tail -n 20 "$state/worker.log" >&2
-	echo "demo.sh: the worker exited (log: $state/worker.log)" >&2
-	exit 1
-}
 echo "worker pid $(<"$state/worker.pid"), log $state/worker.log"
+wait_for_worker "$(<"$state/worker.pid")" "$state/worker.log" "${WMRL_DEMO_WORKER_WAIT:-1800}"
 
 say "A short WMRL run on the built-in suite"
 name=demo-$(date +%Y%m%d-%H%M%S)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ type runOptions struct {
 	seed                     uint64
 	detach, skipPreflight    bool
 	poll                     time.Duration
+	wait                     preflightWait
 }
 
 // runReport is wmrl run --json: the run, whether the command detached from
@@ -43,7 +45,7 @@ type runReport struct {
 }
 
 func newRunCmd(cf *connFlags) *cobra.Command {
-	var o runOptions
+	o := runOptions{wait: defaultPreflightWait()}
 	cmd := &cobra.Command{
 		Use:   "run (--config FILE | --preset NAME) [--name N] [--seed N] [--detach] [--json]",
 		Short: "Start a durable training run on Temporal and follow it",
@@ -56,6 +58,12 @@ anything starts: every invalid field is named, and nothing is started.
 The run's name is its id: its workflow id in Temporal and its key in Postgres.
 A name in use by a running run is refused; so is one an earlier run used
 (choose another --name).
+
+Before it starts, run asks the workers whether they can serve the run (the
+Preflight workflow; --skip-preflight starts without it). While no worker has
+answered, it says every 15 s which task queue it waits for a worker on; after
+` + workflows.PreflightTimeout.String() + ` it gives up, naming the wmrl-worker command that starts the missing
+worker.
 
 run then follows the run: a progress bar (completed steps, ETA) and one line of
 metrics per completed step (rho, anchor groups, executions, mean reward, mean
@@ -213,29 +221,134 @@ func runSummary(in workflows.RunInput) string {
 	return s
 }
 
+// preflightWait is how wmrl run waits for its preflight: bound is the
+// preflight workflow's execution timeout (it covers a preflight no worker
+// started), every how often it says what it waits for.
+type preflightWait struct {
+	bound, every time.Duration
+}
+
+func defaultPreflightWait() preflightWait {
+	return preflightWait{bound: workflows.PreflightTimeout, every: 15 * time.Second}
+}
+
 // preflight asks a sandbox worker, through the Preflight workflow, whether
 // it can execute the run's programs with its sandbox settings; a setting it
-// cannot meet refuses the run before anything is recorded.
-func preflight(ctx context.Context, tc client.Client, cfg runconfig.Config) error {
+// cannot meet refuses the run before anything is recorded. While the
+// preflight has no answer, note says every wait.every which task queues it
+// waits for a worker on; at wait.bound it gives up, naming the command that
+// starts the missing worker.
+func preflight(ctx context.Context, tc client.Client, cfg runconfig.Config, wait preflightWait, note func(string)) error {
+	id := workflows.PreflightWorkflowID(cfg.Name)
 	we, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.PreflightWorkflowID(cfg.Name),
+		ID:                       id,
 		TaskQueue:                workflows.QueueControl,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+		WorkflowExecutionTimeout: wait.bound,
 	}, workflows.Preflight, cfg)
 	if err != nil {
 		return fmt.Errorf("start the sandbox preflight of %s: %w", cfg.Name, err)
 	}
 	var res activities.PreflightResponse
-	err = we.Get(ctx, &res)
+	done := make(chan error, 1)
+	go func() { done <- we.Get(ctx, &res) }()
+	start := time.Now()
+	// The first look comes early enough for a short bound to see something.
+	tick := time.NewTimer(min(wait.every, wait.bound/2))
+	defer tick.Stop()
+	var waiting []string // the queues without a worker, last seen
+answer:
+	for {
+		select {
+		case err = <-done:
+			break answer
+		case <-tick.C:
+			waiting = waitingFor(ctx, tc, id, we.GetRunID())
+			note(waitingLine(cfg.Name, waiting, time.Since(start)))
+			tick.Reset(wait.every)
+		}
+	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && app.Type() == activities.ErrInvalidInput {
 		return fmt.Errorf("run %s refused, nothing started: %s", cfg.Name, app.Message())
+	}
+	if err != nil && timedOut(ctx, tc, id, we.GetRunID()) {
+		if len(waiting) == 0 {
+			return fmt.Errorf("sandbox preflight of %s: no answer within %v (--skip-preflight starts without it): %w", cfg.Name, wait.bound, err)
+		}
+		short := make([]string, len(waiting))
+		for i, q := range waiting {
+			short[i] = strings.TrimPrefix(q, "wmrl-")
+		}
+		return fmt.Errorf("sandbox preflight of %s: no worker on %s within %v; start one: wmrl-worker --queues %s (--skip-preflight starts without it)",
+			cfg.Name, taskQueues(waiting), wait.bound, strings.Join(short, ","))
 	}
 	if err != nil {
 		return fmt.Errorf("sandbox preflight of %s (--skip-preflight starts without it): %w", cfg.Name, err)
 	}
 	return nil
+}
+
+// waitingFor returns the task queues whose work the preflight id waits
+// for a worker to pick up (sorted): QueueControl while its workflow task
+// is not started, the queue of each of its activities not started. It is
+// nil when nothing waits for a worker, or when the workflow cannot be
+// described (that is only a progress line).
+func waitingFor(ctx context.Context, tc client.Client, id, runID string) []string {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := tc.DescribeWorkflowExecution(dctx, id, runID)
+	if err != nil {
+		return nil
+	}
+	var queues []string
+	if wt := d.GetPendingWorkflowTask(); wt != nil && wt.GetState() == enums.PENDING_WORKFLOW_TASK_STATE_SCHEDULED {
+		queues = append(queues, workflows.QueueControl)
+	}
+	for _, a := range d.GetPendingActivities() {
+		if a.GetState() != enums.PENDING_ACTIVITY_STATE_SCHEDULED {
+			continue
+		}
+		q := a.GetActivityOptions().GetTaskQueue().GetName()
+		if q == "" && a.GetActivityType().GetName() == activities.NamePreflight {
+			q = workflows.QueueSandbox
+		}
+		if q != "" && !slices.Contains(queues, q) {
+			queues = append(queues, q)
+		}
+	}
+	slices.Sort(queues)
+	return queues
+}
+
+// waitingLine is the progress line of a preflight waiting since elapsed.
+func waitingLine(run string, queues []string, elapsed time.Duration) string {
+	e := elapsed.Round(time.Second)
+	switch len(queues) {
+	case 0:
+		return fmt.Sprintf("preflight of %s: waiting for its answer (%v)…", run, e)
+	case 1:
+		return fmt.Sprintf("preflight of %s: waiting for a worker on %s (%v)…", run, taskQueues(queues), e)
+	}
+	return fmt.Sprintf("preflight of %s: waiting for workers on %s (%v)…", run, taskQueues(queues), e)
+}
+
+// taskQueues names queues: "task queue a" or "task queues a, b".
+func taskQueues(queues []string) string {
+	if len(queues) == 1 {
+		return "task queue " + queues[0]
+	}
+	return "task queues " + strings.Join(queues, ", ")
+}
+
+// timedOut reports whether the preflight workflow ended by its execution
+// timeout.
+func timedOut(ctx context.Context, tc client.Client, id, runID string) bool {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	d, err := tc.DescribeWorkflowExecution(dctx, id, runID)
+	return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
 }
 
 func startAndFollow(cmd *cobra.Command, cf *connFlags, o *runOptions, cfg runconfig.Config) error {
@@ -251,7 +364,11 @@ func startAndFollow(cmd *cobra.Command, cf *connFlags, o *runOptions, cfg runcon
 		return err
 	}
 	if !o.skipPreflight {
-		if err := preflight(ctx, tc, cfg); err != nil {
+		note := func(s string) { fmt.Fprintln(out, s) }
+		if o.asJSON {
+			note = func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) } // stdout holds the one JSON object
+		}
+		if err := preflight(ctx, tc, cfg, o.wait, note); err != nil {
 			return err
 		}
 	}

@@ -6,8 +6,9 @@
 // sandbox.Sandbox: that interface runs the built-in executor on an encoded
 // job and returns an executor.Result, while a Python solution is arbitrary
 // code that reads files and leaves a file behind. What the two share (the
-// engine client, the container labels that let a sweep find leaked
-// containers, user 65534) is reused from package sandbox.
+// engine connection, the locked-down container, creation, kill, removal
+// retried in the background, the labels that let a sweep find leaked
+// containers, the capped output) is package dockerrun's.
 //
 // # One execution
 //
@@ -47,7 +48,7 @@
 // (execv) with `python3 /code/solution.py`. Whatever the solution leaves
 // running (a background process, a fork bomb) dies when the container is
 // killed and removed, on every path, also when the caller's context is
-// cancelled. Containers carry sandbox.LabelSandbox, LabelOwner and
+// cancelled. Containers carry dockerrun.LabelSandbox, LabelOwner and
 // LabelDeadline, and the keeper exits on its own before the deadline
 // label's time, so a worker that crashes leaks only stopped containers,
 // which Sweep (and sandbox.Docker.Cleanup) remove.

@@ -11,6 +11,8 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/wmrl/wmrl/internal/dockerrun"
 )
 
 // The submission reader. The engine cannot copy a file out of a tmpfs
@@ -139,7 +141,7 @@ func (r *subReader) read(ctx context.Context) ([]byte, string, error) {
 	_, _ = r.hj.Conn.Write([]byte("g"))
 	_ = r.hj.CloseWrite()
 	max := s.opts.SubmissionBytes
-	stdout, stderr := newCapped(int(max)+1), newCapped(4096)
+	stdout, stderr := dockerrun.NewCapped(int(max)+1), dockerrun.NewCapped(4096)
 	done := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, r.br)
@@ -170,10 +172,10 @@ func (r *subReader) read(ctx context.Context) ([]byte, string, error) {
 		case <-time.After(pollEvery):
 		}
 	}
-	msg, _ := stderr.bytes()
+	msg := stderr.Bytes()
 	switch ins.ExitCode {
 	case 0:
-		b, n := stdout.bytes()
+		b, n := stdout.Bytes(), stdout.Total()
 		if b == nil {
 			b = []byte{} // an empty file is a submission
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -22,10 +21,9 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/docker/go-units"
 
 	"github.com/wmrl/wmrl/internal/backend"
-	"github.com/wmrl/wmrl/internal/sandbox"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/tasks"
 )
 
@@ -72,10 +70,8 @@ const (
 	// keeperMargin is how long the keeper outlives the deadline: the time
 	// to copy the submission out and remove the container.
 	keeperMargin = 60 * time.Second
-	// removeGrace bounds one attempt to remove a container.
-	removeGrace = 30 * time.Second
-	pollEvery   = 25 * time.Millisecond
-	slowPoll    = 500 * time.Millisecond
+	pollEvery    = 25 * time.Millisecond
+	slowPoll     = 500 * time.Millisecond
 )
 
 // Options configure a Sandbox. Zero values take the defaults.
@@ -123,9 +119,9 @@ func (o *Options) defaults() error {
 
 // Sandbox runs Python solutions, each in its own container.
 type Sandbox struct {
-	cli   *client.Client
-	opts  Options
-	owner string
+	eng  *dockerrun.Engine
+	cli  *client.Client // eng's
+	opts Options
 }
 
 // New connects to the Docker engine (negotiating the API version). It does
@@ -134,30 +130,22 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if opts.Host != "" {
-		copts = append(copts, client.WithHost(opts.Host))
-	}
-	cli, err := client.NewClientWithOpts(copts...)
+	eng, err := dockerrun.Connect(ctx, opts.Host, "py")
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+		return nil, err
 	}
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("docker engine: %w", err)
-	}
-	host, _ := os.Hostname()
-	return &Sandbox{cli: cli, opts: opts, owner: fmt.Sprintf("%s-%d-py-%s", host, os.Getpid(), randomHex(4))}, nil
+	return &Sandbox{eng: eng, cli: eng.Client(), opts: opts}, nil
 }
 
-// Close releases the engine connection.
-func (s *Sandbox) Close() error { return s.cli.Close() }
+// Close tries once more to remove the containers whose removal failed
+// (those left are Sweep's) and releases the engine connection.
+func (s *Sandbox) Close() error { return s.eng.Close() }
 
 // Client is the engine client, for callers that inspect what the sandbox did.
 func (s *Sandbox) Client() *client.Client { return s.cli }
 
-// Owner is the sandbox.LabelOwner value of this sandbox's containers.
-func (s *Sandbox) Owner() string { return s.owner }
+// Owner is the dockerrun.LabelOwner value of this sandbox's containers.
+func (s *Sandbox) Owner() string { return s.eng.Owner() }
 
 // Image is the image this sandbox runs.
 func (s *Sandbox) Image() string { return s.opts.Image }
@@ -209,11 +197,9 @@ func (s *Sandbox) Preflight(ctx context.Context, l backend.Limits) error {
 			errs = append(errs, backend.PidsError(l.Pids, "is below the %d processes and threads python3 with numpy needs", MinPids))
 		}
 	}
-	info, err := s.cli.Info(ctx)
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("docker engine: %w", err))...)
+	if lerrs := s.eng.CheckLimits(ctx, l); len(lerrs) > 0 {
+		return errors.Join(append(errs, lerrs...)...)
 	}
-	errs = append(errs, sandbox.EngineLimits(info, l)...)
 	if _, err := s.cli.ImageInspect(ctx, s.opts.Image); err != nil {
 		errs = append(errs, fmt.Errorf("python sandbox: image %s: %w (build it with deploy/pyimage.sh)", s.opts.Image, err))
 	}
@@ -233,35 +219,15 @@ func (s *Sandbox) Preflight(ctx context.Context, l backend.Limits) error {
 }
 
 // Sweep removes what crashed workers leaked: the sandbox containers
-// (sandbox.LabelSandbox) whose sandbox.LabelDeadline has passed or is
+// (dockerrun.LabelSandbox) whose dockerrun.LabelDeadline has passed or is
 // unreadable, and the staging directories (wmrl-py-*) in StagingDir older
 // than the longest execution (staleStaging). Those of executions in
 // progress are left alone. It returns how many containers it removed.
 // Call it when a worker starts.
 func (s *Sandbox) Sweep(ctx context.Context) (int, error) {
 	staleErr := s.sweepStaging(time.Now().Add(-staleStaging))
-	list, err := s.cli.ContainerList(ctx, container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelSandbox+"=1")),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("list sandbox containers: %w", err)
-	}
-	now := time.Now().Unix()
-	removed := 0
-	var errs []error
-	for _, c := range list {
-		if d, err := strconv.ParseInt(c.Labels[sandbox.LabelDeadline], 10, 64); err == nil && d >= now {
-			continue
-		}
-		err := s.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove container %.12s: %w", c.ID, err))
-			continue
-		}
-		removed++
-	}
-	return removed, errors.Join(append(errs, staleErr)...)
+	removed, err := s.eng.Sweep(ctx)
+	return removed, errors.Join(err, staleErr)
 }
 
 // staleStaging is the age past which a staging directory is leaked: more
@@ -375,7 +341,7 @@ func (s *Sandbox) Run(ctx context.Context, t *tasks.Task, source string, l backe
 	}
 	defer hj.Close()
 	start := time.Now()
-	stdout, stderr := newCapped(s.opts.OutputBytes), newCapped(s.opts.OutputBytes)
+	stdout, stderr := dockerrun.NewCapped(s.opts.OutputBytes), dockerrun.NewCapped(s.opts.OutputBytes)
 	outDone := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
@@ -453,8 +419,8 @@ wait:
 			<-outDone
 		}
 	}
-	run.Stdout, run.StdoutBytes = stdout.bytes()
-	run.Stderr, run.StderrBytes = stderr.bytes()
+	run.Stdout, run.StdoutBytes = stdout.Bytes(), stdout.Total()
+	run.Stderr, run.StderrBytes = stderr.Bytes(), stderr.Total()
 	if run.TimedOut {
 		return run, nil
 	}
@@ -491,38 +457,16 @@ wait:
 
 // kill kills the container and waits until the engine reports it stopped.
 func (s *Sandbox) kill(ctx context.Context, id string) error {
-	if err := s.cli.ContainerKill(ctx, id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) {
-		info, ierr := s.cli.ContainerInspect(ctx, id)
-		if ierr != nil || info.State == nil || info.State.Running {
-			return fmt.Errorf("kill container at deadline: %w", err)
-		}
+	if _, err := s.eng.Kill(ctx, id, killGrace); err != nil {
+		return fmt.Errorf("at the deadline: %w", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, killGrace)
-	defer cancel()
-	waitCh, errCh := s.cli.ContainerWait(wctx, id, container.WaitConditionNotRunning)
-	select {
-	case <-waitCh:
-		return nil
-	case err := <-errCh:
-		if cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("container %.12s still running %v after kill: %w", id, killGrace, err)
-	}
+	return nil
 }
 
 // stats reads the container's cgroup statistics now (zero on failure: they
 // only inform).
 func (s *Sandbox) stats(ctx context.Context, id string) container.StatsResponse {
-	var st container.StatsResponse
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := s.cli.ContainerStatsOneShot(sctx, id)
-	if err != nil {
-		return st
-	}
-	defer resp.Body.Close()
-	_ = json.NewDecoder(resp.Body).Decode(&st)
+	st, _ := s.eng.Stats(ctx, id, 5*time.Second)
 	return st
 }
 
@@ -535,12 +479,10 @@ func (s *Sandbox) cpuSeconds(ctx context.Context, id string) float64 {
 func (s *Sandbox) containerConfig(l backend.Limits, st *stage, seed uint64) (*container.Config, *container.HostConfig) {
 	threads := strconv.Itoa(int(math.Max(1, math.Ceil(l.CPUs))))
 	life := l.Deadline + killGrace + keeperMargin
-	pids := l.Pids
-	cfg := &container.Config{
+	spec := dockerrun.Spec{
 		Image:      s.opts.Image,
 		Entrypoint: []string{keeper},
 		Cmd:        []string{strconv.FormatInt(int64(math.Ceil(life.Seconds())), 10)},
-		User:       fmt.Sprintf("%d:%d", sandbox.NobodyID, sandbox.NobodyID),
 		WorkingDir: dirWork,
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -554,69 +496,31 @@ func (s *Sandbox) containerConfig(l backend.Limits, st *stage, seed uint64) (*co
 			"MKL_NUM_THREADS=" + threads,
 			"WMRL_SEED=" + strconv.FormatUint(seed, 10),
 		},
-		NetworkDisabled: true,
-		Labels: map[string]string{
-			sandbox.LabelSandbox:  "1",
-			sandbox.LabelOwner:    s.owner,
-			sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(life+removeGrace).Unix(), 10),
-			LabelKind:             "python",
-		},
-	}
-	tmpfs := "rw,noexec,nosuid,nodev,mode=1777,size="
-	hc := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		LogConfig:      container.LogConfig{Type: "none"},
-		Tmpfs: map[string]string{
-			dirWork: tmpfs + strconv.FormatInt(s.opts.WorkBytes, 10),
-			"/tmp":  tmpfs + strconv.FormatInt(s.opts.TmpBytes, 10),
-		},
-		Resources: container.Resources{
-			Memory:     l.MemoryBytes,
-			MemorySwap: l.MemoryBytes,
-			NanoCPUs:   int64(l.CPUs * 1e9),
-			PidsLimit:  &pids,
-			Ulimits:    []*units.Ulimit{{Name: "core", Soft: 0, Hard: 0}},
-		},
+		Limits:   l,
+		Owner:    s.eng.Owner(),
+		RemoveBy: time.Now().Add(life + dockerrun.RemoveGrace),
+		Labels:   map[string]string{LabelKind: "python"},
+		Tmpfs:    map[string]int64{dirWork: s.opts.WorkBytes, "/tmp": s.opts.TmpBytes},
 	}
 	if st != nil {
-		hc.Mounts = st.mounts()
+		spec.Binds = st.binds()
 	}
-	return cfg, hc
+	return spec.Config()
 }
 
-// create creates a container under a random name; when creation seems to
-// fail, the engine may have made it anyway (its answer lost), so it is
-// removed by name.
+// create creates a container (dockerrun.Engine.Create).
 func (s *Sandbox) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	name := "wmrl-py-" + randomHex(16)
-	c, err := s.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
-	if err != nil {
-		s.remove(ctx, name)
-		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("create container: %w (build the image with deploy/pyimage.sh)", err)
-		}
-		return "", fmt.Errorf("create container: %w", err)
+	id, err := s.eng.Create(ctx, "wmrl-py-", cfg, hc)
+	if cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("%w (build the image with deploy/pyimage.sh)", err)
 	}
-	return c.ID, nil
+	return id, err
 }
 
 // remove force-removes a container by id or name, also when ctx is
-// cancelled, trying a few times; one it cannot remove is Sweep's (its
-// keeper stops it by itself).
-func (s *Sandbox) remove(ctx context.Context, id string) {
-	for attempt := 0; attempt < 3; attempt++ {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeGrace)
-		err := s.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		cancel()
-		if err == nil || cerrdefs.IsNotFound(err) {
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-	}
-}
+// cancelled; a failed removal is retried in the background, and one that
+// still fails is Sweep's (its keeper stops it by itself).
+func (s *Sandbox) remove(ctx context.Context, id string) { s.eng.Remove(ctx, id) }
 
 // checker is the exec's program: it compiles the solution, and on a syntax
 // error prints token and the error on stderr and exits syntaxExit;
@@ -642,23 +546,3 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-// capped keeps the first max bytes written to it and counts the rest,
-// never failing, so a flood can neither block nor exhaust memory.
-type capped struct {
-	buf   []byte
-	max   int
-	total int64
-}
-
-func newCapped(max int) *capped { return &capped{max: max} }
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.total += int64(len(p))
-	if room := c.max - len(c.buf); room > 0 {
-		c.buf = append(c.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (c *capped) bytes() ([]byte, int64) { return c.buf, c.total }

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/docker/docker/api/types/mount"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 
 	"github.com/wmrl/wmrl/internal/tasks"
 )
@@ -95,16 +95,12 @@ func newStage(base string, t *tasks.Task, source string) (st *stage, err error) 
 	return st, nil
 }
 
-// mounts are the execution's bind mounts, all read-only and private.
-func (st *stage) mounts() []mount.Mount {
-	bind := func(src, dst string) mount.Mount {
-		return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}
-	}
-	return []mount.Mount{
-		bind(filepath.Join(st.dir, "data"), dirData),
-		bind(st.public, dirData+"/"+tasks.DirPublic),
-		bind(filepath.Join(st.dir, "code"), dirCode),
+// binds are the execution's bind mounts (read-only and private).
+func (st *stage) binds() []dockerrun.Bind {
+	return []dockerrun.Bind{
+		{Source: filepath.Join(st.dir, "data"), Target: dirData},
+		{Source: st.public, Target: dirData + "/" + tasks.DirPublic},
+		{Source: filepath.Join(st.dir, "code"), Target: dirCode},
 	}
 }
 

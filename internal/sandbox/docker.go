@@ -3,8 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,19 +18,21 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
 // Docker runs each execution in a fresh container of a FROM-scratch image
-// that holds only the static executor binary. What it enforces:
+// that holds only the static executor binary; the container's lock-down,
+// its creation, removal and sweep are package dockerrun's, shared with the
+// Python sandbox. What it enforces:
 //
 //   - no network (network mode none, networking disabled), read-only root
-//     filesystem, all capabilities dropped, no-new-privileges, user 65534;
+//     filesystem, all capabilities dropped, no-new-privileges, user 65534,
+//     core dumps off;
 //   - memory: Limits.MemoryBytes for the cgroup, with swap equal to it (no
 //     swap); an OOM kill is classified as memory. The executor's Go soft
 //     limit is set to 90% of it;
@@ -63,25 +63,15 @@ import (
 // a one-shot stats read just before the kill; after a crash or OOM kill, the
 // last stats sample (a lower bound: the engine samples about once a second).
 type Docker struct {
-	cli   *client.Client
+	eng   *dockerrun.Engine
+	cli   *client.Client // eng's
 	image string
-	owner string // LabelOwner of this sandbox's containers
 	// binary is the executor the image holds, to rebuild it if it goes.
 	binary  []byte
 	rebuild sync.Mutex
 	// KillGrace bounds how long Execute waits for a killed container to be
 	// reported dead and for its output to drain.
 	KillGrace time.Duration
-
-	// Containers whose removal failed, retried in the background.
-	mu       sync.Mutex
-	pending  map[string]time.Time // id: when to give up on it
-	sweeping bool
-	closed   bool
-	kick     chan struct{}
-	bgCtx    context.Context
-	bgStop   context.CancelFunc
-	bg       sync.WaitGroup
 }
 
 var _ Sandbox = (*Docker)(nil)
@@ -108,83 +98,46 @@ func NewDocker(ctx context.Context, executorBinary string, opts ...DockerOption)
 	for _, opt := range opts {
 		opt(&o)
 	}
-	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if o.host != "" {
-		copts = append(copts, client.WithHost(o.host))
-	}
-	cli, err := client.NewClientWithOpts(copts...)
+	eng, err := dockerrun.Connect(ctx, o.host, "")
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+		return nil, err
 	}
-	if _, err := cli.Ping(ctx); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("docker engine: %w", err)
-	}
+	cli := eng.Client()
 	bin, err := os.ReadFile(executorBinary)
 	if err != nil {
-		cli.Close()
+		eng.Close()
 		return nil, fmt.Errorf("read executor binary: %w", err)
 	}
 	image, err := ensureImage(ctx, cli, bin)
 	if err != nil {
-		cli.Close()
+		eng.Close()
 		return nil, err
 	}
-	return &Docker{cli: cli, image: image, binary: bin, owner: newOwner(), KillGrace: 5 * time.Second}, nil
+	return &Docker{eng: eng, cli: cli, image: image, binary: bin, KillGrace: 5 * time.Second}, nil
 }
 
-// create creates a container, rebuilding the image once if it has gone
-// (pruned while the sandbox was running). When it fails, the engine may
-// still have made the container before its answer was lost (an outage): it
-// is removed by name, now or in the background.
+// create creates a container (dockerrun.Engine.Create), rebuilding the
+// image once if it has gone (pruned while the sandbox was running).
 func (d *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	name := newContainerName()
-	id, err := d.createNamed(ctx, cfg, hc, name)
-	if err != nil {
-		d.remove(ctx, name)
-	}
-	return id, err
-}
-
-// newContainerName is a random name for a container ("wmrl-" and 32 hex
-// digits), by which it can be removed without knowing its id.
-func newContainerName() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "wmrl-" + hex.EncodeToString(b[:])
-}
-
-func (d *Docker) createNamed(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
-	c, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
-	if err == nil {
-		return c.ID, nil
-	}
-	if !cerrdefs.IsNotFound(err) || len(d.binary) == 0 {
-		return "", fmt.Errorf("create container: %w", err)
+	id, err := d.eng.Create(ctx, "wmrl-", cfg, hc)
+	if err == nil || !cerrdefs.IsNotFound(err) || len(d.binary) == 0 {
+		return id, err
 	}
 	d.rebuild.Lock()
 	_, berr := ensureImage(ctx, d.cli, d.binary)
 	d.rebuild.Unlock()
 	if berr != nil {
-		return "", fmt.Errorf("create container: %w; rebuild image: %w", err, berr)
+		return "", fmt.Errorf("%w; rebuild image: %w", err, berr)
 	}
-	c, err = d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	id, err = d.eng.Create(ctx, "wmrl-", cfg, hc)
 	if err != nil {
-		return "", fmt.Errorf("create container after rebuilding its image: %w", err)
+		return "", fmt.Errorf("after rebuilding its image: %w", err)
 	}
-	return c.ID, nil
-}
-
-// newOwner names one Docker sandbox: host, process and a random suffix.
-func newOwner() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return id, nil
 }
 
 // Owner is the LabelOwner value of this sandbox's containers.
-func (d *Docker) Owner() string { return d.owner }
+func (d *Docker) Owner() string { return d.eng.Owner() }
 
 // PruneImages removes the executor images (LabelExecutor) other than this
 // sandbox's and those named in keep (image names or ids), and returns how
@@ -235,32 +188,10 @@ func (d *Docker) Client() *client.Client { return d.cli }
 // Close stops the background removals, tries once more to remove the
 // containers still pending (those left are for Cleanup), and releases the
 // engine connection.
-func (d *Docker) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
-	d.closed = true
-	if d.bgStop != nil {
-		d.bgStop()
-	}
-	d.mu.Unlock()
-	d.bg.Wait()
-	d.mu.Lock()
-	ids := make([]string, 0, len(d.pending))
-	for id := range d.pending {
-		ids = append(ids, id)
-	}
-	d.pending = nil
-	d.mu.Unlock()
-	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		cancel()
-	}
-	return d.cli.Close()
-}
+func (d *Docker) Close() error { return d.eng.Close() }
+
+// Removals returns how many containers wait for their background removal.
+func (d *Docker) Removals() int { return d.eng.Removals() }
 
 // Preflight checks l against the engine: it answers, has at least l.CPUs
 // CPUs and l.MemoryBytes of memory and can enforce the limits (memory, CPU
@@ -271,14 +202,10 @@ func (d *Docker) Preflight(ctx context.Context, l Limits) error {
 	if err := l.Check(); err != nil {
 		return err
 	}
-	info, err := d.cli.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("docker engine: %w", err)
-	}
-	errs := EngineLimits(info, l)
-	if len(errs) > 0 {
+	if errs := d.eng.CheckLimits(ctx, l); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	var err error
 	if len(d.binary) > 0 {
 		d.rebuild.Lock()
 		_, err = ensureImage(ctx, d.cli, d.binary)
@@ -294,7 +221,7 @@ func (d *Docker) Preflight(ctx context.Context, l Limits) error {
 	if err != nil {
 		return fmt.Errorf("docker sandbox: trial container: %w", err)
 	}
-	d.remove(ctx, id)
+	d.eng.Remove(ctx, id)
 	return nil
 }
 
@@ -309,40 +236,16 @@ func (d *Docker) containerConfig(lim Limits) (*container.Config, *container.Host
 		MaxThreads:      int(lim.Pids),
 		Deadline:        lim.Deadline,
 	}
-	pids := lim.Pids
-	cfg := &container.Config{
-		Image:           d.image,
-		Cmd:             setup.Args(),
-		User:            fmt.Sprintf("%d:%d", NobodyID, NobodyID),
-		Env:             []string{"GOMAXPROCS=" + strconv.Itoa(int(procs))},
-		WorkingDir:      "/",
-		AttachStdin:     true,
-		AttachStdout:    true,
-		AttachStderr:    true,
-		OpenStdin:       true,
-		StdinOnce:       true,
-		NetworkDisabled: true,
-		Labels: map[string]string{
-			LabelSandbox: "1",
-			LabelOwner:   d.owner,
-			LabelDeadline: strconv.FormatInt(
-				time.Now().Add(killAfter(lim)+d.KillGrace+removeGrace).Unix(), 10),
-		},
-	}
-	hc := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		LogConfig:      container.LogConfig{Type: "none"},
-		Resources: container.Resources{
-			Memory:     lim.MemoryBytes,
-			MemorySwap: lim.MemoryBytes,
-			NanoCPUs:   int64(lim.CPUs * 1e9),
-			PidsLimit:  &pids,
-		},
-	}
-	return cfg, hc
+	return dockerrun.Spec{
+		Image:      d.image,
+		Cmd:        setup.Args(),
+		Env:        []string{"GOMAXPROCS=" + strconv.Itoa(int(procs))},
+		WorkingDir: "/",
+		Limits:     lim,
+		Owner:      d.eng.Owner(),
+		RemoveBy:   time.Now().Add(killAfter(lim) + d.KillGrace + dockerrun.RemoveGrace),
+		Stdin:      true,
+	}.Config()
 }
 
 // Execute runs one job in a new container and removes it afterwards.
@@ -356,9 +259,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	if err != nil {
 		return executor.Result{}, err
 	}
-	// The engine answers: containers whose removal failed can go now.
-	d.kickRemovals()
-	defer d.remove(ctx, id)
+	defer d.eng.Remove(ctx, id)
 
 	// Everything below talks to this container only; it ends with it.
 	cctx, cancel := context.WithCancel(ctx)
@@ -382,7 +283,7 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		_, _ = io.Copy(hj.Conn, bytes.NewReader(req.Job))
 		_ = hj.CloseWrite()
 	}()
-	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
+	stdout, stderr := dockerrun.NewCapped(maxStdout), dockerrun.NewCapped(maxStderr)
 	outDone := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
@@ -402,16 +303,16 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 		return executor.Result{}, fmt.Errorf("docker sandbox: %w", ctx.Err())
 	case <-timer.C:
 		e.timedOut = true
-		killCPU = d.oneShotCPU(ctx, id)
-		if err := d.cli.ContainerKill(ctx, id, "KILL"); err != nil {
-			// It may have exited on its own just now; then its own
-			// result stands, as in the process sandbox.
-			info, ierr := d.cli.ContainerInspect(ctx, id)
-			if ierr != nil || info.State == nil || info.State.Running {
-				return executor.Result{}, fmt.Errorf("kill container at deadline: %w", err)
-			}
-			e.timedOut = false
+		if st, err := d.eng.Stats(ctx, id, 2*time.Second); err == nil {
+			killCPU = float64(st.CPUStats.CPUUsage.TotalUsage) / 1e9
 		}
+		// It may have exited on its own just now; then its own result
+		// stands, as in the process sandbox.
+		exited, err := d.eng.Kill(ctx, id, d.KillGrace)
+		if err != nil {
+			return executor.Result{}, fmt.Errorf("at the deadline: %w", err)
+		}
+		e.timedOut = !exited
 		select {
 		case w := <-waitCh:
 			e.code = int(w.StatusCode)
@@ -474,120 +375,6 @@ func (d *Docker) Execute(ctx context.Context, req Request) (executor.Result, err
 	return res, nil
 }
 
-// removeGrace bounds one attempt to remove a finished container.
-const removeGrace = 30 * time.Second
-
-// Background removal of containers whose removal failed: retried with
-// backoff from removeBackoff up to maxRemoveBackoff, and at once when an
-// execution finds the engine answering, for up to removeRetryFor; after
-// that a container is left to Cleanup.
-const (
-	removeBackoff    = 500 * time.Millisecond
-	maxRemoveBackoff = 10 * time.Second
-	removeRetryFor   = 15 * time.Minute
-)
-
-// remove force-removes a container (by id or name), also when ctx is
-// already cancelled. A failure hands it to the background removal.
-func (d *Docker) remove(ctx context.Context, id string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeGrace)
-	defer cancel()
-	err := d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !isGone(err) {
-		d.retryRemove(id)
-	}
-}
-
-// retryRemove queues id for the background removal, starting it if needed.
-func (d *Docker) retryRemove(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return // Close has made its last attempt: Cleanup's now
-	}
-	if d.pending == nil {
-		d.pending = map[string]time.Time{}
-		d.kick = make(chan struct{}, 1)
-		d.bgCtx, d.bgStop = context.WithCancel(context.Background())
-	}
-	d.pending[id] = time.Now().Add(removeRetryFor)
-	if !d.sweeping {
-		d.sweeping = true
-		d.bg.Add(1)
-		go d.sweep(d.bgCtx, d.kick)
-	}
-}
-
-// kickRemovals makes the background removal try again now.
-func (d *Docker) kickRemovals() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.sweeping {
-		select {
-		case d.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// Removals returns how many containers wait for their background removal.
-func (d *Docker) Removals() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.pending)
-}
-
-// sweep removes the pending containers until none is left or ctx ends.
-func (d *Docker) sweep(ctx context.Context, kick <-chan struct{}) {
-	defer d.bg.Done()
-	backoff := removeBackoff
-	for {
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			d.mu.Lock()
-			d.sweeping = false
-			d.mu.Unlock()
-			return
-		case <-kick:
-		case <-t.C:
-		}
-		t.Stop()
-		d.mu.Lock()
-		ids := make(map[string]time.Time, len(d.pending))
-		for id, giveUp := range d.pending {
-			ids[id] = giveUp
-		}
-		d.mu.Unlock()
-		removed := false
-		for id, giveUp := range ids {
-			rctx, cancel := context.WithTimeout(ctx, removeGrace)
-			err := d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			cancel()
-			done := err == nil || isGone(err)
-			removed = removed || done
-			if done || time.Now().After(giveUp) {
-				d.mu.Lock()
-				delete(d.pending, id)
-				d.mu.Unlock()
-			}
-		}
-		d.mu.Lock()
-		if len(d.pending) == 0 || d.closed {
-			d.sweeping = false
-			d.mu.Unlock()
-			return
-		}
-		d.mu.Unlock()
-		if removed {
-			backoff = removeBackoff
-		} else {
-			backoff = min(2*backoff, maxRemoveBackoff)
-		}
-	}
-}
-
 // statsCPU is the part of a stats message the sandbox reads.
 type statsCPU struct {
 	CPUStats struct {
@@ -617,78 +404,10 @@ func (d *Docker) sampleCPU(ctx context.Context, id string, into *atomic.Uint64) 
 	}
 }
 
-// oneShotCPU reads the running container's cumulative CPU time now, or 0.
-func (d *Docker) oneShotCPU(ctx context.Context, id string) float64 {
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	resp, err := d.cli.ContainerStatsOneShot(sctx, id)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	var s statsCPU
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return 0
-	}
-	return float64(s.CPUStats.CPUUsage.TotalUsage) / 1e9
-}
-
 // Cleanup removes execution containers leaked by crashed workers: every
 // container labelled LabelSandbox whose LabelDeadline has passed (a live
 // worker kills and removes its container by then) or is unreadable.
 // Containers of executions still in progress on other workers, whatever
 // their state, are left alone. It returns how many it removed. Call it
 // when a worker starts.
-func (d *Docker) Cleanup(ctx context.Context) (int, error) {
-	list, err := d.cli.ContainerList(ctx, container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelSandbox+"=1")),
-	})
-	if err != nil {
-		return 0, fmt.Errorf("list sandbox containers: %w", err)
-	}
-	now := time.Now().Unix()
-	removed := 0
-	var errs []error
-	for _, c := range list {
-		deadline, err := strconv.ParseInt(c.Labels[LabelDeadline], 10, 64)
-		if err == nil && deadline >= now {
-			continue
-		}
-		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {
-			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
-			continue
-		}
-		removed++
-	}
-	return removed, errors.Join(errs...)
-}
-
-// isGone reports whether err says the container no longer exists.
-func isGone(err error) bool {
-	return cerrdefs.IsNotFound(err)
-}
-
-// EngineLimits checks limits l against what the engine described by info
-// can enforce: its CPUs and memory (a *backend.LimitError naming the
-// run-config field), and the cgroup controllers that enforce memory, CPU
-// and process limits.
-func EngineLimits(info system.Info, l backend.Limits) []error {
-	var errs []error
-	if l.CPUs > float64(info.NCPU) {
-		errs = append(errs, backend.CPUsError(l.CPUs, "exceeds the %d CPUs of the Docker engine", info.NCPU))
-	}
-	if l.MemoryBytes > info.MemTotal {
-		errs = append(errs, backend.MemoryError(l.MemoryBytes, "exceeds the %d MiB of the Docker engine", info.MemTotal>>20))
-	}
-	if !info.MemoryLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit memory (no memory cgroup)"))
-	}
-	if !info.CPUCfsQuota {
-		errs = append(errs, errors.New("docker engine: cannot limit CPUs (no CFS quota)"))
-	}
-	if !info.PidsLimit {
-		errs = append(errs, errors.New("docker engine: cannot limit processes (no pids cgroup)"))
-	}
-	return errs
-}
+func (d *Docker) Cleanup(ctx context.Context) (int, error) { return d.eng.Sweep(ctx) }

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/testlock"
 )
@@ -170,7 +171,7 @@ func TestDockerSandboxErrors(t *testing.T) {
 	req := Request{Job: fakeJob(t, "sleep"), Limits: testLimits()}
 
 	// A missing image is the sandbox's failure, and nothing is pulled.
-	missing := &Docker{cli: d.cli, image: "wmrl-executor:0000000000000000", owner: d.owner, KillGrace: d.KillGrace}
+	missing := &Docker{eng: d.eng, cli: d.cli, image: "wmrl-executor:0000000000000000", KillGrace: d.KillGrace}
 	if res, err := missing.Execute(context.Background(), req); err == nil {
 		t.Errorf("Execute with a missing image scored %+v", res)
 	}
@@ -287,7 +288,7 @@ func TestDockerPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	down := &Docker{cli: cli, image: d.image, owner: d.owner, KillGrace: d.KillGrace}
+	down := &Docker{eng: dockerrun.New(cli, d.Owner()), cli: cli, image: d.image, KillGrace: d.KillGrace}
 	if err := down.Preflight(ctx, testLimits()); err == nil || errors.As(err, &le) {
 		t.Errorf("Preflight without an engine = %v, want a sandbox error", err)
 	}

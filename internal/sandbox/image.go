@@ -15,19 +15,23 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
+
+	"github.com/wmrl/wmrl/internal/dockerrun"
 )
 
-// Labels on everything the Docker sandbox creates.
+// Labels on everything the Docker sandbox creates: the containers carry
+// dockerrun's (LabelSandbox, LabelDeadline, LabelOwner), the images
+// LabelExecutor.
 const (
 	// LabelSandbox marks execution containers ("1"); Cleanup removes leaked ones.
-	LabelSandbox = "wmrl.sandbox"
+	LabelSandbox = dockerrun.LabelSandbox
 	// LabelDeadline is the unix time (seconds) by which the container's
 	// execution has been killed and removed; past it, the container is
 	// leaked.
-	LabelDeadline = "wmrl.sandbox.deadline"
+	LabelDeadline = dockerrun.LabelDeadline
 	// LabelOwner names the sandbox (host, process, random) that made the
 	// container.
-	LabelOwner = "wmrl.sandbox.owner"
+	LabelOwner = dockerrun.LabelOwner
 	// LabelExecutor marks executor images, with the binary's sha256.
 	LabelExecutor = "wmrl.executor"
 )

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -66,7 +67,7 @@ type Process struct {
 var _ Sandbox = (*Process)(nil)
 
 // NobodyID is the user and group the sandboxes run executors as.
-const NobodyID = 65534
+const NobodyID = dockerrun.NobodyID
 
 // NewProcess returns a process sandbox for the executor at binary. Run as
 // root, it drops the child to user and group 65534 in a new network
@@ -137,7 +138,7 @@ func (p *Process) Execute(ctx context.Context, req Request) (executor.Result, er
 	setup := p.setupFor(req.Limits)
 	cmd := exec.CommandContext(run, p.Binary, setup.Args()...)
 	cmd.Stdin = bytes.NewReader(req.Job)
-	stdout, stderr := newCapped(maxStdout), newCapped(maxStderr)
+	stdout, stderr := dockerrun.NewCapped(maxStdout), dockerrun.NewCapped(maxStderr)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(int(math.Ceil(req.Limits.CPUs)))}
 	cmd.Dir = "/"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -66,38 +67,14 @@ const (
 	maxStderr = 16 << 10
 )
 
-// capped keeps the first max bytes written to it and discards the rest,
-// never failing, so a flooding child can neither block nor exhaust memory.
-type capped struct {
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func newCapped(max int) *capped { return &capped{max: max} }
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		if len(p) > room {
-			c.buf.Write(p[:room])
-			c.truncated = true
-		} else {
-			c.buf.Write(p)
-		}
-	} else if len(p) > 0 {
-		c.truncated = true
-	}
-	return len(p), nil
-}
-
 // exit is what a sandbox observed of a finished executor.
 type exit struct {
 	timedOut  bool   // killed by the sandbox past the deadline (a backstop)
 	oomKilled bool   // killed by the kernel or cgroup for memory
 	code      int    // exit code; -1 when killed by a signal
 	signal    string // the killing signal, if any
-	stdout    *capped
-	stderr    *capped
+	stdout    *dockerrun.Capped
+	stderr    *dockerrun.Capped
 	// cut says the output stream broke or never closed: what was read of
 	// it may be incomplete.
 	cut bool
@@ -118,7 +95,7 @@ func rejected(e exit) error {
 	if e.timedOut || e.oomKilled || e.code != executor.ExitRejected {
 		return nil
 	}
-	return fmt.Errorf("executor rejected its job: %s", firstLines(e.stderr.buf.String(), 3))
+	return fmt.Errorf("executor rejected its job: %s", firstLines(e.stderr.String(), 3))
 }
 
 // incomplete returns an error when an executor that exited 0 left no
@@ -130,11 +107,11 @@ func incomplete(e exit) error {
 	if e.timedOut || e.oomKilled || e.code != 0 {
 		return nil
 	}
-	out := e.stdout.buf.Bytes()
+	out := e.stdout.Bytes()
 	switch {
 	case e.cut:
 		return fmt.Errorf("executor output cut short: the stream broke after %d bytes", len(out))
-	case e.stdout.truncated:
+	case e.stdout.Truncated():
 		return nil // a flood, not a loss: invalid_output
 	case len(bytes.TrimSpace(out)) == 0:
 		return fmt.Errorf("executor exited 0 without output")
@@ -148,17 +125,17 @@ func incomplete(e exit) error {
 // result is the executor's own line, whose timings stand (the deadline is
 // measured on the executor's clock); otherwise the caller adds its own.
 func classify(e exit) (res executor.Result, own bool) {
-	stderr := e.stderr.buf.String()
+	stderr := e.stderr.String()
 	switch {
 	case e.timedOut:
 		return executor.Failed(executor.StatusTimeout, "killed past the deadline: the executor did not stop itself"), false
 	case e.oomKilled:
 		return executor.Failed(executor.StatusMemory, "killed for exceeding its memory limit"), false
 	case e.code == 0:
-		if e.stdout.truncated {
+		if e.stdout.Truncated() {
 			return executor.Failed(executor.StatusInvalidOutput, fmt.Sprintf("output longer than %d bytes", maxStdout)), false
 		}
-		r, err := executor.ParseLine(e.stdout.buf.Bytes())
+		r, err := executor.ParseLine(e.stdout.Bytes())
 		if err != nil {
 			return executor.Failed(executor.StatusInvalidOutput, "executor output: "+err.Error()), false
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/executor"
 )
 
@@ -41,7 +42,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		e := tt.give
-		e.stdout, e.stderr = newCapped(maxStdout), newCapped(maxStderr)
+		e.stdout, e.stderr = dockerrun.NewCapped(maxStdout), dockerrun.NewCapped(maxStderr)
 		e.stdout.Write([]byte(tt.stdout))
 		e.stderr.Write([]byte(tt.stderr))
 		if err := incomplete(e); err != nil {
@@ -78,7 +79,7 @@ func TestIncomplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		e := tt.give
-		e.stdout, e.stderr = newCapped(maxStdout), newCapped(maxStderr)
+		e.stdout, e.stderr = dockerrun.NewCapped(maxStdout), dockerrun.NewCapped(maxStderr)
 		e.stdout.Write([]byte(tt.stdout))
 		err := incomplete(e)
 		switch {
@@ -87,18 +88,6 @@ func TestIncomplete(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.want)
 		}
-	}
-}
-
-func TestCapped(t *testing.T) {
-	c := newCapped(4)
-	for _, s := range []string{"ab", "cde", "fg"} {
-		if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("Write(%q) = %d, %v", s, n, err)
-		}
-	}
-	if c.buf.String() != "abcd" || !c.truncated {
-		t.Errorf("kept %q truncated=%v, want \"abcd\" true", c.buf.String(), c.truncated)
 	}
 }
 
