@@ -394,18 +394,44 @@ func pendingFailure(ctx context.Context, c tclient.Client, id, name, want string
 	return ""
 }
 
+// waitGenerated waits until step s of run has programs: the step has
+// started, the one before it is done, and no activity of step s has
+// written to the data directory yet (CalibrateAndFuse is its first
+// writer, after every group's executions).
+func waitGenerated(ctx context.Context, t *testing.T, st *store.Store, run string, s int) {
+	t.Helper()
+	waitFor(ctx, t, fmt.Sprintf("step %d generated", s), func() bool {
+		ts, err := st.StepTrajectories(ctx, run, s)
+		return err == nil && len(ts) > 0
+	})
+}
+
+// stillRunning fails the test with workflow id's error when it has ended
+// (a step that failed in the outage: its run would wait for Postgres to
+// record the failure).
+func stillRunning(ctx context.Context, t *testing.T, c tclient.Client, id string) {
+	t.Helper()
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("%s ended during the outage (%v): %v", id, s, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	}
+}
+
 // TestFaultLongOutage holds a real wmrl-worker's Postgres and data
 // directory unavailable for longOutageFor (default 150 s) twice in one run,
 // once in a local activity and once in a regular one; the run must end
 // with the uninterrupted run's final checkpoint and rows:
 //
 //   - step 1, CalibrateAndFuse (a local activity of the step workflow):
-//     the data directory (a tmpfs) is filled once the step's programs are
-//     scored; its batch write fails with ENOSPC (the error naming the path
-//     and "0 B free"), then Postgres is cut off too;
+//     the data directory (a tmpfs) is filled once the step has programs;
+//     its batch write fails with ENOSPC (the error naming the path and
+//     "0 B free"), then Postgres is cut off too;
 //   - step 2, Update (gpu queue): the run's checkpoint directory is
-//     remounted read-only once the step's programs are scored; its
-//     checkpoint write fails with EROFS, then Postgres is cut off too.
+//     remounted read-only once the step has programs; its checkpoint
+//     write fails with EROFS, then Postgres is cut off too.
 //
 // It needs root (mount) and runs with WMRL_FAULT_TEST=1; it takes about
 // two outages and two runs (6 min with the default):
@@ -449,11 +475,13 @@ func TestFaultLongOutage(t *testing.T) {
 
 	// outage holds the data directory's fault, begun at start, and once
 	// seen fails the activity (seen returns its failure), Postgres too,
-	// until d after start; then restores both.
-	outage := func(what string, start time.Time, seen func() string, restore func() error) {
+	// until d after start; then checks that the step still runs and
+	// restores both.
+	outage := func(what, step string, start time.Time, seen func() string, restore func() error) {
 		t.Helper()
 		msg := seen()
 		for ; msg == ""; msg = seen() {
+			stillRunning(ctx, t, c, step)
 			select {
 			case <-ctx.Done():
 				t.Fatalf("timed out waiting for %s", what)
@@ -464,6 +492,7 @@ func TestFaultLongOutage(t *testing.T) {
 		p.Stop()
 		t.Logf("postgres cut off too")
 		time.Sleep(time.Until(start.Add(d)))
+		stillRunning(ctx, t, c, step)
 		if err := restore(); err != nil {
 			t.Fatal(err)
 		}
@@ -475,17 +504,20 @@ func TestFaultLongOutage(t *testing.T) {
 
 	// 1. A local activity: step 1's CalibrateAndFuse on a full data
 	// directory, then without Postgres.
-	waitScored(ctx, t, st, cfg, run, 1)
+	waitGenerated(ctx, t, st, run, 1)
 	free := fill(t, data)
 	start := time.Now()
 	step1 := StepWorkflowID(run, 1)
-	outage("CalibrateAndFuse failing on the full data directory", start, func() string {
+	outage("CalibrateAndFuse failing on the full data directory", step1, start, func() string {
+		if m := pendingFailure(ctx, c, step1, activities.NameUpdate, "no space left on device"); m != "" {
+			t.Fatalf("step 1's CalibrateAndFuse ran before the data directory was full; Update failed: %s", m)
+		}
 		return localFailure(ctx, c, step1, "no space left on device (0 B free of 64.0 MiB on "+data+")")
 	}, free)
 
 	// 2. A regular activity: step 2's Update on a read-only checkpoint
 	// directory, then without Postgres.
-	waitScored(ctx, t, st, cfg, run, 2)
+	waitGenerated(ctx, t, st, run, 2)
 	cp, err := st.Checkpoint(ctx, run, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -496,8 +528,9 @@ func TestFaultLongOutage(t *testing.T) {
 		t.Fatalf("remount %s read-only: %v: %s", cpDir, err, out)
 	}
 	start = time.Now()
-	outage("Update failing on the read-only checkpoint directory", start, func() string {
-		return pendingFailure(ctx, c, StepWorkflowID(run, 2), activities.NameUpdate, "read-only file system (")
+	step2 := StepWorkflowID(run, 2)
+	outage("Update failing on the read-only checkpoint directory", step2, start, func() string {
+		return pendingFailure(ctx, c, step2, activities.NameUpdate, "read-only file system (")
 	}, func() error {
 		if out, err := exec.Command("mount", "-o", "remount,bind,rw", cpDir).CombinedOutput(); err != nil {
 			return fmt.Errorf("remount %s read-write: %v: %s", cpDir, err, out)
