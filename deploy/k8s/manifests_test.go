@@ -53,7 +53,7 @@ var workerEnv = map[string]string{
 	"TEMPORAL_TLS_CERT": "/run/secrets/wmrl-tls/client.pem",
 	"TEMPORAL_TLS_KEY":  "/run/secrets/wmrl-tls/client-key.pem",
 	"WMRL_DATA_DIR":     "/data",
-	"WMRL_CACHE":        "/tmp/wmrl-cache",
+	"WMRL_CACHE":        "/data/cache",
 	"HOME":              "/tmp",
 	"WMRL_SANDBOX":      "process",
 	"WMRL_METRICS_ADDR": "0.0.0.0:9464",
