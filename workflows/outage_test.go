@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -19,6 +21,93 @@ import (
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
+
+// longOutage is how many of an activity's first calls fail in the unit
+// tests of long outages: with backoff from 1 s doubling to 1 min, the
+// ninth failure ends 3 min 3 s after the first call, past the 2 minutes
+// that once bounded a local activity's retries.
+const longOutage = 9
+
+// runStepWith runs step 0 of cfg against f and returns its result, its
+// error and how much workflow time it took.
+func runStepWith(t *testing.T, cfg runconfig.Config, f *fake) (StepResult, error, time.Duration) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	f.register(env, 0)
+	start := env.Now()
+	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
+	took := env.Now().Sub(start)
+	var res StepResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err, took
+	}
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil, took
+}
+
+// TestStepWaitsOutLongOutage: an infrastructure failure of any of a step's
+// activities, local (StartStep, AnchorUncertainty, CalibrateAndFuse,
+// FinishStep) or on a task queue, that lasts three minutes (longer than
+// their 2-minute start-to-close) delays the step and changes nothing in its
+// result.
+func TestStepWaitsOutLongOutage(t *testing.T) {
+	cfg := activeConfig(t) // so the step also asks AnchorUncertainty
+	want, err, _ := runStepWith(t, cfg, &fake{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"StartStep", "AnchorUncertainty", "Generate", "ScoreWorldModel", "CalibrateAndFuse",
+		"Update", "FinishStep"} {
+		t.Run(name, func(t *testing.T) {
+			f := &fake{failFirst: map[string]int{name: longOutage}}
+			got, err, took := runStepWith(t, cfg, f)
+			if err != nil {
+				t.Fatalf("step failed: %v", err)
+			}
+			if took < 3*time.Minute {
+				t.Errorf("step took %v of workflow time, want the outage's 3 min or more", took)
+			}
+			if n := f.n(name); n < longOutage+1 {
+				t.Errorf("%s called %d times, want %d or more", name, n, longOutage+1)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("result after the outage %+v, without %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestStepLocalOutageOutlastsBudget: a local activity's retries are
+// bounded by sandbox.retry_hours (here 3 min), not by its start-to-close:
+// it is tried after 2 min, and an outage longer than the budget fails the
+// step with the outage's error.
+func TestStepLocalOutageOutlastsBudget(t *testing.T) {
+	cfg := activeConfig(t)
+	cfg.Sandbox.RetryHours = 0.05
+	for _, name := range []string{"StartStep", "AnchorUncertainty", "CalibrateAndFuse", "FinishStep"} {
+		t.Run(name, func(t *testing.T) {
+			f := &fake{failFirst: map[string]int{name: 1 << 30}}
+			_, err, took := runStepWith(t, cfg, f)
+			if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+				t.Fatalf("step error %v, want the outage's", err)
+			}
+			// Tries at 0, 1, 3, 7, 15, 31, 63 and 123 s; the next, at
+			// 183 s, is past the budget.
+			if n := f.n(name); n != 8 {
+				t.Errorf("%s called %d times, want 8 (the last after 2 min)", name, n)
+			}
+			if took < 2*time.Minute || took > 3*time.Minute {
+				t.Errorf("step failed after %v of workflow time, want within the 3 min budget, past 2 min", took)
+			}
+			if f.n("Update") > 0 && name != "FinishStep" {
+				t.Errorf("step went on after %s failed", name)
+			}
+		})
+	}
+}
 
 // The outage tests cut a real wmrl-worker process off Postgres, or off the
 // Docker engine, for outageFor in the middle of a step's executions, through
