@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
@@ -302,4 +305,211 @@ func pgctl(t *testing.T, version, name, action string) {
 	if out, err := exec.Command("pg_ctlcluster", version, name, action).CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctlcluster %s %s %s: %v\n%s", version, name, action, err, out)
 	}
+}
+
+// longOutageFor is how long TestFaultLongOutage holds each outage:
+// WMRL_LONG_OUTAGE_SECONDS, default 150 (longer than the 2 minutes a local
+// activity's retries were once bounded by).
+func longOutageFor(t *testing.T) time.Duration {
+	t.Helper()
+	if v := os.Getenv("WMRL_LONG_OUTAGE_SECONDS"); v != "" {
+		var s float64
+		if _, err := fmt.Sscan(v, &s); err != nil || s <= 0 {
+			t.Fatalf("WMRL_LONG_OUTAGE_SECONDS=%q: want a positive number", v)
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	return 150 * time.Second
+}
+
+// mount runs mount(8) with args, skipping the test when it cannot (not
+// root, no CAP_SYS_ADMIN), and unmounts target at cleanup.
+func mount(t *testing.T, target string, args ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the data directory's faults need root (mount)")
+	}
+	if out, err := exec.Command("mount", append(args, target)...).CombinedOutput(); err != nil {
+		t.Skipf("mount %v %s: %v: %s", args, target, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", target).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", target, err, out)
+		}
+	})
+}
+
+// fill writes a file into dir until its file system is full (ENOSPC) and
+// returns the function that removes it.
+func fill(t *testing.T, dir string) func() error {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fill %s: %v, want ENOSPC", dir, err)
+	}
+	return func() error { return os.Remove(path) }
+}
+
+// localFailure returns the failure message of the first local activity
+// marker in workflow id's history that contains want, or "".
+func localFailure(ctx context.Context, c tclient.Client, id, want string) string {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		if m := e.GetMarkerRecordedEventAttributes().GetFailure().GetMessage(); strings.Contains(m, want) {
+			return m
+		}
+	}
+	return ""
+}
+
+// pendingFailure returns the last failure of workflow id's pending
+// activity of type name once it has been tried twice or more and that
+// failure contains want, or "".
+func pendingFailure(ctx context.Context, c tclient.Client, id, name, want string) string {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return ""
+	}
+	for _, p := range d.GetPendingActivities() {
+		if m := p.GetLastFailure().GetMessage(); p.GetActivityType().GetName() == name && p.GetAttempt() >= 2 &&
+			strings.Contains(m, want) {
+			return m
+		}
+	}
+	return ""
+}
+
+// TestFaultLongOutage holds a real wmrl-worker's Postgres and data
+// directory unavailable for longOutageFor (default 150 s) twice in one run,
+// once in a local activity and once in a regular one; the run must end
+// with the uninterrupted run's final checkpoint and rows:
+//
+//   - step 1, CalibrateAndFuse (a local activity of the step workflow):
+//     the data directory (a tmpfs) is filled once the step's programs are
+//     scored; its batch write fails with ENOSPC (the error naming the path
+//     and "0 B free"), then Postgres is cut off too;
+//   - step 2, Update (gpu queue): the run's checkpoint directory is
+//     remounted read-only once the step's programs are scored; its
+//     checkpoint write fails with EROFS, then Postgres is cut off too.
+//
+// It needs root (mount) and runs with WMRL_FAULT_TEST=1; it takes about
+// two outages and two runs (6 min with the default):
+//
+//	WMRL_FAULT_TEST=1 go test -run TestFaultLongOutage -v ./workflows
+func TestFaultLongOutage(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
+	}
+	d := longOutageFor(t)
+	bin := buildBinaries(t)
+	data := filepath.Join(filepath.Dir(bin.worker), "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mount(t, data, "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs")
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	cfg := outageConfig(t)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute+3*d)
+	defer cancel()
+
+	w := startWorker(t, bin, dsn)
+	ref := fmt.Sprintf("long-ref-%d", stamp)
+	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
+	stopWorker(t, w, syscall.SIGTERM)
+
+	sockDir := t.TempDir()
+	p, err := testenv.NewProxy("unix", filepath.Join(sockDir, ".s.PGSQL.5432"), "unix", "/var/run/postgresql/.s.PGSQL.5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	startWorker(t, bin, dsn+" host="+sockDir)
+	run := fmt.Sprintf("long-outage-%d", stamp)
+	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+
+	// outage holds the data directory's fault, begun at start, and once
+	// seen fails the activity (seen returns its failure), Postgres too,
+	// until d after start; then restores both.
+	outage := func(what string, start time.Time, seen func() string, restore func() error) {
+		t.Helper()
+		msg := seen()
+		for ; msg == ""; msg = seen() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s", what)
+			case <-time.After(time.Second):
+			}
+		}
+		t.Logf("%s after %v: %s", what, time.Since(start).Round(time.Second), msg)
+		p.Stop()
+		t.Logf("postgres cut off too")
+		time.Sleep(time.Until(start.Add(d)))
+		if err := restore(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("data directory and postgres back after %v", time.Since(start).Round(time.Second))
+	}
+
+	// 1. A local activity: step 1's CalibrateAndFuse on a full data
+	// directory, then without Postgres.
+	waitScored(ctx, t, st, cfg, run, 1)
+	free := fill(t, data)
+	start := time.Now()
+	step1 := StepWorkflowID(run, 1)
+	outage("CalibrateAndFuse failing on the full data directory", start, func() string {
+		return localFailure(ctx, c, step1, "no space left on device (0 B free of 64.0 MiB on "+data+")")
+	}, free)
+
+	// 2. A regular activity: step 2's Update on a read-only checkpoint
+	// directory, then without Postgres.
+	waitScored(ctx, t, st, cfg, run, 2)
+	cp, err := st.Checkpoint(ctx, run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpDir := filepath.Dir(cp.Location)
+	mount(t, cpDir, "--bind", cpDir)
+	if out, err := exec.Command("mount", "-o", "remount,bind,ro", cpDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount %s read-only: %v: %s", cpDir, err, out)
+	}
+	start = time.Now()
+	outage("Update failing on the read-only checkpoint directory", start, func() string {
+		return pendingFailure(ctx, c, StepWorkflowID(run, 2), activities.NameUpdate, "read-only file system (")
+	}, func() error {
+		if out, err := exec.Command("mount", "-o", "remount,bind,rw", cpDir).CombinedOutput(); err != nil {
+			return fmt.Errorf("remount %s read-write: %v: %s", cpDir, err, out)
+		}
+		return nil
+	})
+
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("final checkpoint %d %s (uninterrupted: %d %s)", res.Checkpoint.Version, res.Checkpoint.Hash,
+		refRes.Checkpoint.Version, refRes.Checkpoint.Hash)
+	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
 }
