@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/diskspace"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/telemetry"
@@ -218,14 +219,15 @@ func writeJSON(path string, v any) error {
 }
 
 // writeFile writes b to path atomically (a synced temporary file, then
-// rename).
+// rename). A full or read-only data directory's error names the path and
+// the space left (diskspace.Annotate); it is retried like any other.
 func writeFile(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -240,7 +242,7 @@ func writeFile(path string, b []byte) error {
 	if err != nil {
 		os.Remove(f.Name())
 	}
-	return err
+	return diskspace.Annotate(err, path)
 }
 
 func readJSON(path string, v any) error {
@@ -253,7 +255,7 @@ func readJSON(path string, v any) error {
 
 func mkdir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+		return fmt.Errorf("create %s: %w", dir, diskspace.Annotate(err, dir))
 	}
 	return nil
 }

@@ -54,6 +54,28 @@ type fake struct {
 	// calibrateAt > 0 marks the denoiser calibrated once it has pushed
 	// that many groups.
 	calibrateAt int
+	// failFirst makes the first failFirst[name] calls of activity name
+	// (of each group, for the activities of one group) fail as an
+	// infrastructure error (a database or data-directory outage).
+	failFirst  map[string]int
+	faultCalls map[string]int
+}
+
+// fault counts a call of activity name (of group g; -1: not a group's) and
+// returns the outage error while its first failFirst[name] calls last.
+func (f *fake) fault(name string, g int) error {
+	f.count(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.faultCalls == nil {
+		f.faultCalls = map[string]int{}
+	}
+	key := fmt.Sprintf("%s/%d", name, g)
+	f.faultCalls[key]++
+	if f.faultCalls[key] <= f.failFirst[name] {
+		return fmt.Errorf("%s: write /data/runs/r/x.tmp: no space left on device (0 B free of 1.0 GiB on /data)", name)
+	}
+	return nil
 }
 
 // uncertaintyOf is the fake AnchorUncertainty's answer for group g.
@@ -94,10 +116,12 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			return nil
 		}).Maybe()
 	env.OnActivity(a.StartStep, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, r activities.StepRequest) error { f.count("StartStep"); return nil }).Maybe()
+		func(_ context.Context, r activities.StepRequest) error { return f.fault("StartStep", -1) }).Maybe()
 	env.OnActivity(a.FinishStep, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.FinishStepRequest) error {
-			f.count("FinishStep")
+			if err := f.fault("FinishStep", -1); err != nil {
+				return err
+			}
 			f.mu.Lock()
 			f.fractions = append(f.fractions, r.Metrics.AnchorFraction)
 			f.mu.Unlock()
@@ -105,7 +129,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	env.OnActivity(a.AnchorUncertainty, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.AnchorUncertaintyRequest) (activities.AnchorUncertaintyResponse, error) {
-			f.count("AnchorUncertainty")
+			if err := f.fault("AnchorUncertainty", -1); err != nil {
+				return activities.AnchorUncertaintyResponse{}, err
+			}
 			res := activities.AnchorUncertaintyResponse{Tasks: make([]int, r.Groups), Uncertainty: make([]float64, r.Groups)}
 			for g := range r.Groups {
 				res.Tasks[g], res.Uncertainty[g] = g, uncertaintyOf(g)
@@ -114,7 +140,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	env.OnActivity(a.Generate, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.GenerateRequest) (activities.GenerateResponse, error) {
-			f.count("Generate")
+			if err := f.fault("Generate", r.Group); err != nil {
+				return activities.GenerateResponse{}, err
+			}
 			if r.Checkpoint.Hash != hashOf(r.Step) {
 				return activities.GenerateResponse{}, fmt.Errorf("step %d got checkpoint %+v", r.Step, r.Checkpoint)
 			}
@@ -122,7 +150,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	env.OnActivity(a.ScoreWorldModel, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.ScoreRequest) (activities.ScoreResponse, error) {
-			f.count("ScoreWorldModel")
+			if err := f.fault("ScoreWorldModel", r.Group); err != nil {
+				return activities.ScoreResponse{}, err
+			}
 			f.mu.Lock()
 			f.scores = append(f.scores, r)
 			f.mu.Unlock()
@@ -167,7 +197,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	env.OnActivity(a.CalibrateAndFuse, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.CalibrateAndFuseRequest) (activities.CalibrateAndFuseResponse, error) {
-			f.count("CalibrateAndFuse")
+			if err := f.fault("CalibrateAndFuse", -1); err != nil {
+				return activities.CalibrateAndFuseResponse{}, err
+			}
 			var res activities.CalibrateAndFuseResponse
 			if r.Record != nil {
 				f.count("RecordAnchors")
@@ -198,7 +230,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	up := env.OnActivity(a.Update, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.UpdateRequest) (activities.UpdateResponse, error) {
-			f.count("Update")
+			if err := f.fault("Update", -1); err != nil {
+				return activities.UpdateResponse{}, err
+			}
 			if r.Checkpoint.Version != r.Step || r.Checkpoint.Hash != hashOf(r.Step) {
 				return activities.UpdateResponse{}, temporal.NewNonRetryableApplicationError("bad checkpoint",
 					activities.ErrInvalidInput, nil)

@@ -58,14 +58,21 @@ func retryForever() *temporal.RetryPolicy {
 	}
 }
 
-// withLocalControl runs short control work (StartStep, FinishStep and,
-// from changeStepPipeline on, CalibrateAndFuse) as a local activity in the
-// workflow's worker: no task queue round trip. An outage of the database
-// is retried for as long as it lasts.
-func withLocalControl(ctx workflow.Context) workflow.Context {
+// withLocalControl runs short control work (StartStep, FinishStep,
+// AnchorUncertainty and, from changeStepPipeline on, CalibrateAndFuse) as a
+// local activity in the workflow's worker: no task queue round trip. An
+// outage of the database or of the data directory is retried for
+// sandbox.retry_hours, as an execution's is. The schedule-to-close is a
+// local activity's whole retry budget (the SDK takes the start-to-close
+// when it is not given: 2 minutes of retries in all); the SDK retries a
+// failure whose backoff is longer than the workflow task timeout after a
+// timer in the history, so retries may last hours. Options of local
+// activities are not in the history: changing them alters no command.
+func withLocalControl(ctx workflow.Context, cfg runconfig.Config) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         retryForever(),
+		ScheduleToCloseTimeout: cfg.Sandbox.RetryBudget(),
+		StartToCloseTimeout:    2 * time.Minute,
+		RetryPolicy:            retryForever(),
 	})
 }
 

@@ -2,23 +2,115 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
 
+	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
+
+// longOutage is how many of an activity's first calls fail in the unit
+// tests of long outages: with backoff from 1 s doubling to 1 min, the
+// ninth failure ends 3 min 3 s after the first call, past the 2 minutes
+// that once bounded a local activity's retries.
+const longOutage = 9
+
+// runStepWith runs step 0 of cfg against f and returns its result, its
+// error and how much workflow time it took.
+func runStepWith(t *testing.T, cfg runconfig.Config, f *fake) (StepResult, error, time.Duration) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	f.register(env, 0)
+	start := env.Now()
+	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
+	took := env.Now().Sub(start)
+	var res StepResult
+	if err := env.GetWorkflowError(); err != nil {
+		return res, err, took
+	}
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil, took
+}
+
+// TestStepWaitsOutLongOutage: an infrastructure failure of any of a step's
+// activities, local (StartStep, AnchorUncertainty, CalibrateAndFuse,
+// FinishStep) or on a task queue, that lasts three minutes (longer than
+// their 2-minute start-to-close) delays the step and changes nothing in its
+// result.
+func TestStepWaitsOutLongOutage(t *testing.T) {
+	cfg := activeConfig(t) // so the step also asks AnchorUncertainty
+	want, err, _ := runStepWith(t, cfg, &fake{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"StartStep", "AnchorUncertainty", "Generate", "ScoreWorldModel", "CalibrateAndFuse",
+		"Update", "FinishStep"} {
+		t.Run(name, func(t *testing.T) {
+			f := &fake{failFirst: map[string]int{name: longOutage}}
+			got, err, took := runStepWith(t, cfg, f)
+			if err != nil {
+				t.Fatalf("step failed: %v", err)
+			}
+			if took < 3*time.Minute {
+				t.Errorf("step took %v of workflow time, want the outage's 3 min or more", took)
+			}
+			if n := f.n(name); n < longOutage+1 {
+				t.Errorf("%s called %d times, want %d or more", name, n, longOutage+1)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("result after the outage %+v, without %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestStepLocalOutageOutlastsBudget: a local activity's retries are
+// bounded by sandbox.retry_hours (here 3 min), not by its start-to-close:
+// it is tried after 2 min, and an outage longer than the budget fails the
+// step with the outage's error.
+func TestStepLocalOutageOutlastsBudget(t *testing.T) {
+	cfg := activeConfig(t)
+	cfg.Sandbox.RetryHours = 0.05
+	for _, name := range []string{"StartStep", "AnchorUncertainty", "CalibrateAndFuse", "FinishStep"} {
+		t.Run(name, func(t *testing.T) {
+			f := &fake{failFirst: map[string]int{name: 1 << 30}}
+			_, err, took := runStepWith(t, cfg, f)
+			if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+				t.Fatalf("step error %v, want the outage's", err)
+			}
+			// Tries at 0, 1, 3, 7, 15, 31, 63 and 123 s; the next, at
+			// 183 s, is past the budget.
+			if n := f.n(name); n != 8 {
+				t.Errorf("%s called %d times, want 8 (the last after 2 min)", name, n)
+			}
+			if took < 2*time.Minute || took > 3*time.Minute {
+				t.Errorf("step failed after %v of workflow time, want within the 3 min budget, past 2 min", took)
+			}
+			if f.n("Update") > 0 && name != "FinishStep" {
+				t.Errorf("step went on after %s failed", name)
+			}
+		})
+	}
+}
 
 // The outage tests cut a real wmrl-worker process off Postgres, or off the
 // Docker engine, for outageFor in the middle of a step's executions, through
@@ -213,4 +305,211 @@ func pgctl(t *testing.T, version, name, action string) {
 	if out, err := exec.Command("pg_ctlcluster", version, name, action).CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctlcluster %s %s %s: %v\n%s", version, name, action, err, out)
 	}
+}
+
+// longOutageFor is how long TestFaultLongOutage holds each outage:
+// WMRL_LONG_OUTAGE_SECONDS, default 150 (longer than the 2 minutes a local
+// activity's retries were once bounded by).
+func longOutageFor(t *testing.T) time.Duration {
+	t.Helper()
+	if v := os.Getenv("WMRL_LONG_OUTAGE_SECONDS"); v != "" {
+		var s float64
+		if _, err := fmt.Sscan(v, &s); err != nil || s <= 0 {
+			t.Fatalf("WMRL_LONG_OUTAGE_SECONDS=%q: want a positive number", v)
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	return 150 * time.Second
+}
+
+// mount runs mount(8) with args, skipping the test when it cannot (not
+// root, no CAP_SYS_ADMIN), and unmounts target at cleanup.
+func mount(t *testing.T, target string, args ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the data directory's faults need root (mount)")
+	}
+	if out, err := exec.Command("mount", append(args, target)...).CombinedOutput(); err != nil {
+		t.Skipf("mount %v %s: %v: %s", args, target, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", target).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", target, err, out)
+		}
+	})
+}
+
+// fill writes a file into dir until its file system is full (ENOSPC) and
+// returns the function that removes it.
+func fill(t *testing.T, dir string) func() error {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fill %s: %v, want ENOSPC", dir, err)
+	}
+	return func() error { return os.Remove(path) }
+}
+
+// localFailure returns the failure message of the first local activity
+// marker in workflow id's history that contains want, or "".
+func localFailure(ctx context.Context, c tclient.Client, id, want string) string {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		if m := e.GetMarkerRecordedEventAttributes().GetFailure().GetMessage(); strings.Contains(m, want) {
+			return m
+		}
+	}
+	return ""
+}
+
+// pendingFailure returns the last failure of workflow id's pending
+// activity of type name once it has been tried twice or more and that
+// failure contains want, or "".
+func pendingFailure(ctx context.Context, c tclient.Client, id, name, want string) string {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return ""
+	}
+	for _, p := range d.GetPendingActivities() {
+		if m := p.GetLastFailure().GetMessage(); p.GetActivityType().GetName() == name && p.GetAttempt() >= 2 &&
+			strings.Contains(m, want) {
+			return m
+		}
+	}
+	return ""
+}
+
+// TestFaultLongOutage holds a real wmrl-worker's Postgres and data
+// directory unavailable for longOutageFor (default 150 s) twice in one run,
+// once in a local activity and once in a regular one; the run must end
+// with the uninterrupted run's final checkpoint and rows:
+//
+//   - step 1, CalibrateAndFuse (a local activity of the step workflow):
+//     the data directory (a tmpfs) is filled once the step's programs are
+//     scored; its batch write fails with ENOSPC (the error naming the path
+//     and "0 B free"), then Postgres is cut off too;
+//   - step 2, Update (gpu queue): the run's checkpoint directory is
+//     remounted read-only once the step's programs are scored; its
+//     checkpoint write fails with EROFS, then Postgres is cut off too.
+//
+// It needs root (mount) and runs with WMRL_FAULT_TEST=1; it takes about
+// two outages and two runs (6 min with the default):
+//
+//	WMRL_FAULT_TEST=1 go test -run TestFaultLongOutage -v ./workflows
+func TestFaultLongOutage(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
+	}
+	d := longOutageFor(t)
+	bin := buildBinaries(t)
+	data := filepath.Join(filepath.Dir(bin.worker), "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mount(t, data, "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs")
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	cfg := outageConfig(t)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute+3*d)
+	defer cancel()
+
+	w := startWorker(t, bin, dsn)
+	ref := fmt.Sprintf("long-ref-%d", stamp)
+	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
+	stopWorker(t, w, syscall.SIGTERM)
+
+	sockDir := t.TempDir()
+	p, err := testenv.NewProxy("unix", filepath.Join(sockDir, ".s.PGSQL.5432"), "unix", "/var/run/postgresql/.s.PGSQL.5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	startWorker(t, bin, dsn+" host="+sockDir)
+	run := fmt.Sprintf("long-outage-%d", stamp)
+	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+
+	// outage holds the data directory's fault, begun at start, and once
+	// seen fails the activity (seen returns its failure), Postgres too,
+	// until d after start; then restores both.
+	outage := func(what string, start time.Time, seen func() string, restore func() error) {
+		t.Helper()
+		msg := seen()
+		for ; msg == ""; msg = seen() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s", what)
+			case <-time.After(time.Second):
+			}
+		}
+		t.Logf("%s after %v: %s", what, time.Since(start).Round(time.Second), msg)
+		p.Stop()
+		t.Logf("postgres cut off too")
+		time.Sleep(time.Until(start.Add(d)))
+		if err := restore(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("data directory and postgres back after %v", time.Since(start).Round(time.Second))
+	}
+
+	// 1. A local activity: step 1's CalibrateAndFuse on a full data
+	// directory, then without Postgres.
+	waitScored(ctx, t, st, cfg, run, 1)
+	free := fill(t, data)
+	start := time.Now()
+	step1 := StepWorkflowID(run, 1)
+	outage("CalibrateAndFuse failing on the full data directory", start, func() string {
+		return localFailure(ctx, c, step1, "no space left on device (0 B free of 64.0 MiB on "+data+")")
+	}, free)
+
+	// 2. A regular activity: step 2's Update on a read-only checkpoint
+	// directory, then without Postgres.
+	waitScored(ctx, t, st, cfg, run, 2)
+	cp, err := st.Checkpoint(ctx, run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpDir := filepath.Dir(cp.Location)
+	mount(t, cpDir, "--bind", cpDir)
+	if out, err := exec.Command("mount", "-o", "remount,bind,ro", cpDir).CombinedOutput(); err != nil {
+		t.Fatalf("remount %s read-only: %v: %s", cpDir, err, out)
+	}
+	start = time.Now()
+	outage("Update failing on the read-only checkpoint directory", start, func() string {
+		return pendingFailure(ctx, c, StepWorkflowID(run, 2), activities.NameUpdate, "read-only file system (")
+	}, func() error {
+		if out, err := exec.Command("mount", "-o", "remount,bind,rw", cpDir).CombinedOutput(); err != nil {
+			return fmt.Errorf("remount %s read-write: %v: %s", cpDir, err, out)
+		}
+		return nil
+	})
+
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("final checkpoint %d %s (uninterrupted: %d %s)", res.Checkpoint.Version, res.Checkpoint.Hash,
+		refRes.Checkpoint.Version, refRes.Checkpoint.Hash)
+	checkSameRun(ctx, t, st, cfg, ref, run, refRes, res)
 }

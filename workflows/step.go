@@ -204,7 +204,7 @@ func (s *stepRun) stepRequest() activities.StepRequest {
 func (s *stepRun) start(ctx workflow.Context) error {
 	var err error
 	if s.version >= 1 {
-		lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d", s.in.Step)
+		lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d", s.in.Step)
 		err = workflow.ExecuteLocalActivity(lctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
 	} else {
 		cctx := summarized(withControl(ctx), s.ui, "step %d", s.in.Step)
@@ -302,7 +302,7 @@ func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
 	var u activities.AnchorUncertaintyResponse
-	lctx := summarizedLocal(withLocalControl(ctx), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
+	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
 	if err := workflow.ExecuteLocalActivity(lctx, activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
 		return fmt.Errorf("anchor uncertainty: %w", err)
 	}
@@ -551,7 +551,7 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		const format = "step %d: %s, %d anchor groups"
 		var f workflow.Future
 		if s.pipeline {
-			lctx := summarizedLocal(withLocalControl(ctx), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
+			lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
 			f = workflow.ExecuteLocalActivity(lctx, activities.NameCalibrateAndFuse, req)
 		} else {
 			f = workflow.ExecuteActivity(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)),
@@ -622,7 +622,7 @@ func (s *stepRun) finish(ctx workflow.Context) error {
 		line = stepLine(s.in.Step, s.res)
 	}
 	if s.version >= 1 {
-		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx), s.ui, "%s", line),
+		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "%s", line),
 			activities.NameFinishStep, req).Get(ctx, nil)
 	} else {
 		err = workflow.ExecuteActivity(summarized(withControl(ctx), s.ui, "%s", line),

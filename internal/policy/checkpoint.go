@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/wmrl/wmrl/internal/diskspace"
 )
 
 // Checkpoint encoding, all integers and floats little-endian:
@@ -176,11 +178,14 @@ func (p *Policy) Save(dir string) (string, error) {
 	return path, nil
 }
 
+// writeAtomic writes data to path: a synced temporary file renamed into
+// place. A full or read-only file system's error names the space left
+// (diskspace.Annotate).
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -195,7 +200,7 @@ func writeAtomic(path string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	// Make the rename durable; not every platform can sync a directory.
 	if d, err := os.Open(dir); err == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/wmrl/wmrl/internal/diskspace"
 	"github.com/wmrl/wmrl/internal/tasks"
 )
 
@@ -57,7 +58,7 @@ func newStage(base string, t *tasks.Task, source string) (st *stage, err error) 
 	}
 	dir, err := os.MkdirTemp(base, stagePrefix)
 	if err != nil {
-		return nil, fmt.Errorf("python sandbox: staging: %w", err)
+		return nil, fmt.Errorf("python sandbox: staging: %w", diskspace.Annotate(err, base))
 	}
 	st = &stage{dir: dir, public: public}
 	defer func() {
@@ -86,7 +87,7 @@ func newStage(base string, t *tasks.Task, source string) (st *stage, err error) 
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o444); err != nil {
-			return nil, fmt.Errorf("python sandbox: staging: %w", err)
+			return nil, fmt.Errorf("python sandbox: staging: %w", diskspace.Annotate(err, p))
 		}
 		if err := os.Chmod(p, 0o444); err != nil {
 			return nil, fmt.Errorf("python sandbox: staging: %w", err)

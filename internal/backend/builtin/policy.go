@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/diskspace"
 	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/policy"
 )
@@ -60,7 +61,7 @@ func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Che
 
 func save(pol *policy.Policy, dir string) (backend.Checkpoint, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return backend.Checkpoint{}, fmt.Errorf("create %s: %w", dir, err)
+		return backend.Checkpoint{}, fmt.Errorf("create %s: %w", dir, diskspace.Annotate(err, dir))
 	}
 	path, err := pol.Save(dir)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/diskspace"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
@@ -172,11 +173,11 @@ func writeFileAtomic(path string, v any) error {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
-		return err
+		return diskspace.Annotate(err, path)
 	}
 	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
@@ -188,5 +189,5 @@ func writeFileAtomic(path string, v any) error {
 	if err != nil {
 		os.Remove(f.Name())
 	}
-	return err
+	return diskspace.Annotate(err, path)
 }
