@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/deployenv"
 	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/workflows"
 )
 
@@ -207,6 +209,73 @@ func TestUIAudit(t *testing.T) {
 				t.Errorf("%s: rendered page lacks %q", p.path, w)
 			}
 		}
+	}
+}
+
+// TestUIRefusesWrites asks the Web UI of the test stack ($WMRL_UI_URL), from
+// a plain HTTP client with no client certificate, to terminate a running
+// workflow the way the UI's own frontend does: the _csrf cookie of one GET,
+// sent back as the X-CSRF-TOKEN header, and a POST to the ui-server's route
+// of TerminateWorkflowExecution. The UI is read-only (temporal-dev without
+// --ui-write-actions): it answers 405 and the workflow still runs.
+// deploy/devserver's TestUIReadOnly and TestUIAuthOIDC test the same server
+// options in process, cancel, signal and reset too, and the OIDC login.
+func TestUIRefusesWrites(t *testing.T) {
+	ui := uiURL(t)
+	tc, _ := testenv.Temporal(t, uiNamespace, workflows.SearchAttributes())
+	ctx := t.Context()
+	id := fmt.Sprintf("ui-write-probe-%d", time.Now().UnixNano())
+	// No worker polls this task queue: the workflow stays running.
+	wr, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "wmrl-ui-write-probe"}, "UIWriteProbe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), id, "", "TestUIRefusesWrites cleanup") })
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	resp, err := hc.Get(ui + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	pu, _ := url.Parse(ui)
+	var token string
+	for _, c := range jar.Cookies(pu) {
+		if c.Name == "_csrf" {
+			token = c.Value
+		}
+	}
+	if token == "" {
+		t.Fatalf("GET %s/: no _csrf cookie", ui)
+	}
+	terminate := fmt.Sprintf("%s/api/v1/namespaces/%s/workflows/%s/terminate?execution.runId=%s",
+		ui, uiNamespace, url.PathEscape(id), wr.GetRunID())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, terminate, strings.NewReader(`{"reason":"TestUIRefusesWrites"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-TOKEN", token)
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Logf("POST %s: %s %.120s", terminate, resp.Status, body)
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("the UI answered the terminate %s %.200s, want 405 Method Not Allowed", resp.Status, body)
+	}
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("after the UI's terminate the workflow is %v, want running", st)
 	}
 }
 

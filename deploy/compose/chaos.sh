@@ -12,6 +12,17 @@
 #   postgres-restart  docker restart of PostgreSQL
 #   postgres-stop     PostgreSQL stopped for 30 s, then started
 #   cli-kill          the CLI container following the run is killed
+#   sandbox-pause     sandbox worker 1 frozen (docker pause) for 90 s, then unpaused
+#   control-kill      docker kill of the only control worker (workflows, generation,
+#                     world model), started again 10 s later
+#   postgres-kill     PostgreSQL SIGKILLed (docker kill), started again at once: crash recovery
+#   all-kill          every worker killed at once, all started again 30 s later
+#   volume-full       the data volume full for 150 s ($WMRL_CHAOS_FULL_SECONDS): a file
+#                     takes every free block, then is removed. The volume is then a
+#                     filesystem of its own, $WMRL_CHAOS_DATA_MB (1024) MB in an image file
+#                     under ~/.cache/wmrl/chaos, loop-mounted at $WMRL_CHAOS_DATA_DIR
+#                     and bound to every role's /data (data-dir.yml), so the host's disk
+#                     never fills; it needs root (mount). `umount` it after a purge.
 #
 # For each it prints one line: whether the run completed by itself, its final
 # checkpoint hash against the baseline's, whether its rows (steps, trajectories,
@@ -35,11 +46,41 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 project=${WMRL_COMPOSE_PROJECT:-wmrl-deploy}
 preset=${WMRL_CHAOS_PRESET:-demo}
 after=${WMRL_CHAOS_AFTER_STEP:-3}
-faults=${WMRL_CHAOS_FAULTS:-sandbox-kill gpu-kill sandbox-partition temporal-restart postgres-restart postgres-stop cli-kill}
+faults=${WMRL_CHAOS_FAULTS:-sandbox-kill gpu-kill sandbox-partition temporal-restart postgres-restart postgres-stop cli-kill sandbox-pause control-kill postgres-kill all-kill volume-full}
 deadline=${WMRL_CHAOS_RUN_TIMEOUT:-1800}
+workers=(control sandbox-1 sandbox-2 gpu)
 log() { echo "chaos: $*" >&2; }
-dc() { docker-compose -p "$project" --project-directory "$here" -f "$here/docker-compose.yml" "$@"; }
+dc() {
+	local files=(-f "$here/docker-compose.yml")
+	[[ -n ${WMRL_COMPOSE_DATA_DIR:-} ]] && files+=(-f "$here/data-dir.yml")
+	docker-compose -p "$project" --project-directory "$here" "${files[@]}" "$@"
+}
 ctr() { dc ps -q "$1"; }
+
+# data_fs: for volume-full, a filesystem of its own as the data volume: an
+# ext4 image of $WMRL_CHAOS_DATA_MB MB (sparse, no blocks reserved for root),
+# loop-mounted at $WMRL_CHAOS_DATA_DIR and owned by the workers' uid; up.sh
+# and dc bind it to /data (WMRL_COMPOSE_DATA_DIR).
+data_fs() {
+	local base=${XDG_CACHE_HOME:-$HOME/.cache}/wmrl/chaos
+	local dir=${WMRL_CHAOS_DATA_DIR:-$base/data} img=$base/data-${WMRL_CHAOS_DATA_MB:-1024}m.img
+	export WMRL_COMPOSE_DATA_DIR=$dir
+	mountpoint -q "$dir" && return
+	if [[ $(id -u) != 0 ]]; then
+		log "volume-full needs root to mount the data volume's own filesystem (or mount one at $dir)"
+		exit 2
+	fi
+	mkdir -p "$dir"
+	if [[ ! -f $img ]]; then
+		truncate -s "${WMRL_CHAOS_DATA_MB:-1024}M" "$img.tmp"
+		mkfs.ext4 -q -m 0 "$img.tmp"
+		mv "$img.tmp" "$img"
+	fi
+	mount -o loop "$img" "$dir"
+	chown 65534:65534 "$dir"
+	log "data volume: $img on $dir ($(df -h --output=size "$dir" | tail -1 | tr -d ' '))"
+}
+[[ " $faults " == *" volume-full "* ]] && data_fs
 
 # status RUN: the run's status as JSON, or nothing while it cannot be read.
 status() { dc run --rm -T cli status "$1" --json 2>/dev/null || true; }
@@ -83,6 +124,36 @@ inject() {
 		docker start "$(ctr postgres)" >/dev/null
 		;;
 	cli-kill) docker kill "$project-follow" >/dev/null ;;
+	sandbox-pause)
+		docker pause "$(ctr sandbox-1)" >/dev/null
+		sleep 90
+		docker unpause "$(ctr sandbox-1)" >/dev/null
+		;;
+	control-kill)
+		docker kill "$(ctr control)" >/dev/null
+		sleep 10
+		docker start "$(ctr control)" >/dev/null
+		;;
+	postgres-kill)
+		docker kill "$(ctr postgres)" >/dev/null
+		docker start "$(ctr postgres)" >/dev/null
+		;;
+	all-kill)
+		local ids=()
+		for s in "${workers[@]}"; do ids+=("$(ctr "$s")"); done
+		docker kill "${ids[@]}" >/dev/null
+		sleep 30
+		docker start "${ids[@]}" >/dev/null
+		;;
+	volume-full)
+		local dir=$WMRL_COMPOSE_DATA_DIR
+		# Every free block: fallocate the bulk, then write until ENOSPC.
+		fallocate -l "$(df --output=avail -B1 "$dir" | tail -1)" "$dir/chaos-fill" 2>/dev/null || true
+		dd if=/dev/zero of="$dir/chaos-fill-rest" bs=64k 2>/dev/null || true
+		log "data volume full: $(df --output=avail -B1 "$dir" | tail -1 | tr -d ' ') bytes free"
+		sleep "${WMRL_CHAOS_FULL_SECONDS:-150}"
+		rm -f "$dir/chaos-fill" "$dir/chaos-fill-rest"
+		;;
 	*)
 		log "unknown fault $1"
 		exit 2
@@ -115,7 +186,8 @@ one() {
 	done
 	local secs=$((SECONDS - t0))
 	# Leave the deployment whole for the next fault.
-	for s in sandbox-1 gpu; do docker start "$(ctr "$s")" >/dev/null 2>&1 || true; done
+	docker unpause "$(ctr sandbox-1)" >/dev/null 2>&1 || true
+	for s in postgres "${workers[@]}"; do docker start "$(ctr "$s")" >/dev/null 2>&1 || true; done
 	docker rm -f "$project-follow" >/dev/null 2>&1 || true
 	echo "$(field checkpoint.hash <<<"$st" | cut -c1-12) $(rows "$run")$secs ${state:-unknown}"
 }

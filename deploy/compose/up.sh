@@ -9,7 +9,9 @@
 #   deploy/compose/up.sh ps     docker-compose ps
 #   deploy/compose/up.sh -- ARGS  any docker-compose command, e.g. -- logs -f gpu
 #
-# The project name is wmrl-deploy ($WMRL_COMPOSE_PROJECT). Secrets live in
+# The project name is wmrl-deploy ($WMRL_COMPOSE_PROJECT). With
+# WMRL_COMPOSE_DATA_DIR set, every role's /data is that host directory
+# (data-dir.yml) instead of the named volume "data". Secrets live in
 # deploy/compose/.secrets (mode 0700, ignored by git), never in an image: the
 # database password and, in .secrets/tls, the certificates of Temporal's
 # mutual TLS (ca.pem, server and client pairs; remove the directory for a
@@ -22,7 +24,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 project=${WMRL_COMPOSE_PROJECT:-wmrl-deploy}
 log() { echo "compose: $*" >&2; }
-dc() { docker-compose -p "$project" --project-directory "$here" -f "$here/docker-compose.yml" "$@"; }
+# With WMRL_COMPOSE_DATA_DIR set, /data is that host directory (data-dir.yml).
+dc() {
+	local files=(-f "$here/docker-compose.yml")
+	[[ -n ${WMRL_COMPOSE_DATA_DIR:-} ]] && files+=(-f "$here/data-dir.yml")
+	docker-compose -p "$project" --project-directory "$here" "${files[@]}" "$@"
+}
 
 secrets() {
 	local s=$here/.secrets

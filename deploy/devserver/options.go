@@ -134,6 +134,7 @@ type serveOptions struct {
 	StartTimeout     time.Duration
 	Postgres         postgresOptions
 	TLS              serverTLS
+	UI               uiOptions
 }
 
 // FrontendAddress is the host:port clients dial.
@@ -141,12 +142,21 @@ func (o serveOptions) FrontendAddress() string {
 	return net.JoinHostPort(o.IP, fmt.Sprint(o.Port))
 }
 
+// UIAddress is the host:port the Web UI listens on.
+func (o serveOptions) UIAddress() string {
+	return net.JoinHostPort(o.UI.IP, fmt.Sprint(o.UIPort))
+}
+
 // UIURL is the Web UI's page for the namespace's workflows, or "" without a UI.
 func (o serveOptions) UIURL() string {
 	if o.UIPort == 0 {
 		return ""
 	}
-	return fmt.Sprintf("http://%s/namespaces/%s/workflows", net.JoinHostPort(o.IP, fmt.Sprint(o.UIPort)), o.Namespace)
+	host := o.UI.IP
+	if host == "0.0.0.0" {
+		host = "127.0.0.1"
+	}
+	return fmt.Sprintf("http://%s/namespaces/%s/workflows", net.JoinHostPort(host, fmt.Sprint(o.UIPort)), o.Namespace)
 }
 
 func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
@@ -170,6 +180,7 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.Postgres.Database, "postgres-db", "temporal", "PostgreSQL database of executions (with --postgres)")
 	fs.StringVar(&o.Postgres.Visibility, "postgres-visibility-db", "temporal_visibility", "PostgreSQL database of visibility (with --postgres)")
 	addServerTLSFlags(fs, &o.TLS)
+	addUIFlags(fs, &o.UI)
 	if err := fs.Parse(args); err != nil {
 		return serveOptions{}, err
 	}
@@ -236,6 +247,9 @@ func parseServe(args []string, stderr io.Writer) (serveOptions, error) {
 		return serveOptions{}, fmt.Errorf("--search-attributes: %w", err)
 	}
 	if err := o.TLS.check(o.IP); err != nil {
+		return serveOptions{}, err
+	}
+	if err := o.UI.check(o.UIPort); err != nil {
 		return serveOptions{}, err
 	}
 	return o, nil

@@ -55,11 +55,14 @@ func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	// Fail early and clearly on a taken port: the UI server would otherwise exit the process.
-	for _, p := range []int{o.Port, o.HTTPPort, o.UIPort} {
-		if p == 0 {
+	for _, p := range []struct {
+		ip   string
+		port int
+	}{{o.IP, o.Port}, {o.IP, o.HTTPPort}, {o.UI.IP, o.UIPort}} {
+		if p.port == 0 {
 			continue
 		}
-		if err := portFree(o.IP, p); err != nil {
+		if err := portFree(p.ip, p.port); err != nil {
 			return err
 		}
 	}
@@ -112,8 +115,12 @@ func serveUntil(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := ready(ctx, o, func(u *uiserver.Server) { ui = u }); err != nil {
 		return errors.Join(err, shutdown())
 	}
-	fmt.Fprintf(stdout, "temporal-dev: ready frontend=%s http=%s namespace=%s ui=%s db=%s tls=%s\n",
-		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), stores.where, o.TLS.mode())
+	uiMode := ""
+	if o.UIPort != 0 {
+		uiMode = " ui-access=" + o.UI.mode()
+	}
+	fmt.Fprintf(stdout, "temporal-dev: ready frontend=%s http=%s namespace=%s ui=%s db=%s tls=%s%s\n",
+		o.FrontendAddress(), net.JoinHostPort(o.IP, fmt.Sprint(o.HTTPPort)), o.Namespace, o.UIURL(), stores.where, o.TLS.mode(), uiMode)
 
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "temporal-dev: shutting down")
@@ -156,6 +163,10 @@ func ready(ctx context.Context, o serveOptions, started func(*uiserver.Server)) 
 	if o.UIPort == 0 {
 		return nil
 	}
+	// The UI server exits the process when its OIDC provider does not answer: ask first.
+	if err := o.UI.checkProvider(ctx); err != nil {
+		return err
+	}
 	ui := newUIServer(o)
 	started(ui)
 	go func() {
@@ -163,7 +174,7 @@ func ready(ctx context.Context, o serveOptions, started func(*uiserver.Server)) 
 		// UI server, which portFree makes unlikely.
 		_ = ui.Start()
 	}()
-	return waitPort(ctx, net.JoinHostPort(o.IP, fmt.Sprint(o.UIPort)))
+	return waitPort(ctx, o.UIAddress())
 }
 
 func sqliteConfig(path string) *config.SQL {
@@ -306,9 +317,11 @@ func newTemporalServer(o serveOptions, stores persistenceStores, logger log.Logg
 	return srv, nil
 }
 
+// newUIServer configures the Web UI: on o.UI.IP, read-only unless o.UI.Writes, with
+// its OIDC login when o.UI.Auth is set (uiOptions says why).
 func newUIServer(o serveOptions) *uiserver.Server {
-	return uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
-		Host:                o.IP,
+	c := &uiconfig.Config{
+		Host:                o.UI.IP,
 		Port:                o.UIPort,
 		TemporalGRPCAddress: o.FrontendAddress(),
 		EnableUI:            true,
@@ -318,7 +331,9 @@ func newUIServer(o serveOptions) *uiserver.Server {
 		HideLogs:         true,
 		DisableNewsFetch: true,
 		TLS:              o.TLS.uiTLS(),
-	}))
+	}
+	o.UI.apply(c)
+	return uiserver.NewServer(uioptions.WithConfigProvider(c))
 }
 
 // portFree reports an error if something already listens on ip:port.

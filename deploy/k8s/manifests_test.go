@@ -53,7 +53,7 @@ var workerEnv = map[string]string{
 	"TEMPORAL_TLS_CERT": "/run/secrets/wmrl-tls/client.pem",
 	"TEMPORAL_TLS_KEY":  "/run/secrets/wmrl-tls/client-key.pem",
 	"WMRL_DATA_DIR":     "/data",
-	"WMRL_CACHE":        "/tmp/wmrl-cache",
+	"WMRL_CACHE":        "/data/cache",
 	"HOME":              "/tmp",
 	"WMRL_SANDBOX":      "process",
 	"WMRL_METRICS_ADDR": "0.0.0.0:9464",
@@ -560,9 +560,15 @@ func TestCrossReferences(t *testing.T) {
 	} else {
 		d := obj.(*appsv1.Deployment)
 		c := d.Spec.Template.Spec.Containers[0]
-		wantArgs := []string{"serve", "--ip=auto", "--port=7233", "--ui-port=8233", "--postgres=postgres:5432", "--postgres-user=postgres"}
+		wantArgs := []string{"serve", "--ip=auto", "--port=7233", "--ui-port=8233", "--ui-ip=auto", "--postgres=postgres:5432", "--postgres-user=postgres"}
 		if !strings.HasPrefix(c.Image, "wmrl-temporal:") || len(c.Args) < len(wantArgs) || !slices.Equal(c.Args[:len(wantArgs)], wantArgs) {
 			t.Errorf("Deployment temporal: image %s args %q, want wmrl-temporal:<tag> args starting %q", c.Image, c.Args, wantArgs)
+		}
+		// The Web UI answers the Service with the server's certificate: read-only,
+		// unless writes come with its OIDC login.
+		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--ui-write-actions") }) &&
+			!slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--ui-auth-provider-url=") }) {
+			t.Errorf("Deployment temporal: args %q turn the Web UI's writes on without its authentication", c.Args)
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 			t.Error("Deployment temporal: want one replica, replaced by Recreate")

@@ -174,14 +174,26 @@ func readCached(ctx context.Context, path string, opts Options, score scoreFunc)
 }
 
 // lockStale is the age after which a build lock is taken to be left over
-// by a crashed process and ignored.
-const lockStale = 10 * time.Minute
+// by a crashed process and ignored. Its holder touches it every lockTouch
+// while it builds, so a build of any length keeps it fresh, and a builder
+// killed in the middle (on a cache shared by several machines, the others
+// wait for it) holds the others up for at most lockStale.
+const (
+	lockStale = time.Minute
+	lockTouch = lockStale / 4
+)
 
 // acquireBuildLock creates path.lock exclusively. held is false when
 // another process holds a fresh lock. When the lock cannot be created for
 // any other reason the build goes ahead unlocked (held is true): the lock
 // only saves work, correctness rests on the atomic rename.
 func acquireBuildLock(path string) (release func(), held bool) {
+	return acquireBuildLockTouching(path, lockTouch)
+}
+
+// acquireBuildLockTouching is acquireBuildLock, the lock touched every
+// touch until released.
+func acquireBuildLockTouching(path string, touch time.Duration) (release func(), held bool) {
 	lock := path + ".lock"
 	noop := func() {}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -191,7 +203,25 @@ func acquireBuildLock(path string) (release func(), held bool) {
 		f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil {
 			f.Close()
-			return func() { os.Remove(lock) }, true
+			stop, stopped := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(stopped)
+				t := time.NewTicker(touch)
+				defer t.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case now := <-t.C:
+						_ = os.Chtimes(lock, now, now)
+					}
+				}
+			}()
+			return func() {
+				close(stop)
+				<-stopped
+				os.Remove(lock)
+			}, true
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return noop, true

@@ -280,3 +280,36 @@ func TestCacheBuilderGone(t *testing.T) {
 		t.Fatalf("log %q: want a wait, then a build", log.String())
 	}
 }
+
+func TestCacheLockKeptFresh(t *testing.T) {
+	// The holder of a build lock touches it while it builds, so a build
+	// longer than lockStale is not taken for a crashed one; released, the
+	// lock is gone.
+	path := filepath.Join(t.TempDir(), "suite", "x.bin")
+	release, held := acquireBuildLockTouching(path, 10*time.Millisecond)
+	if !held {
+		t.Fatal("lock not held")
+	}
+	lock := path + ".lock"
+	old := time.Now().Add(-2 * lockStale)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if !lockIsStale(lock) {
+		t.Fatal("a lock 2×lockStale old is not stale")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for lockIsStale(lock) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lockIsStale(lock) {
+		t.Fatal("the holder did not touch its lock")
+	}
+	if _, held := acquireBuildLock(path); held {
+		t.Fatal("a second holder got the touched lock")
+	}
+	release()
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Fatalf("lock left behind: %v", err)
+	}
+}
