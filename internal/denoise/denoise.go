@@ -39,23 +39,11 @@ const DefaultEta2Floor = 0.01
 // when it has fewer than two trajectories, when var(y) < MinVarY, or when a
 // score is not finite. It panics when d and y differ in length.
 func GroupS2(d, y []float64) (s2 float64, ok bool) {
-	if len(d) != len(y) {
-		panic(fmt.Sprintf("denoise: GroupS2 length mismatch: %d world-model scores, %d real scores", len(d), len(y)))
-	}
-	n := len(y)
-	if n < 2 {
+	md, my, ok := groupMeans("GroupS2", d, y)
+	if !ok {
 		return 0, false
 	}
-	var md, my float64
-	for i := range y {
-		if !finite(d[i]) || !finite(y[i]) {
-			return 0, false
-		}
-		md += d[i]
-		my += y[i]
-	}
-	md /= float64(n)
-	my /= float64(n)
+	n := len(y)
 	var vy, diff float64
 	for i := range y {
 		cy := y[i] - my
@@ -68,6 +56,27 @@ func GroupS2(d, y []float64) (s2 float64, ok bool) {
 		return 0, false
 	}
 	return diff / float64(n) / vy, true
+}
+
+// groupMeans returns the means of one group's world-model scores d and real
+// scores y; ok is false when the group has fewer than two trajectories or a
+// score is not finite. It panics, naming fn, when d and y differ in length.
+func groupMeans(fn string, d, y []float64) (md, my float64, ok bool) {
+	if len(d) != len(y) {
+		panic(fmt.Sprintf("denoise: %s length mismatch: %d world-model scores, %d real scores", fn, len(d), len(y)))
+	}
+	n := len(y)
+	if n < 2 {
+		return 0, 0, false
+	}
+	for i := range y {
+		if !finite(d[i]) || !finite(y[i]) {
+			return 0, 0, false
+		}
+		md += d[i]
+		my += y[i]
+	}
+	return md / float64(n), my / float64(n), true
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

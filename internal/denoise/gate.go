@@ -77,23 +77,11 @@ func (g Gate) String() string {
 // gives the whole group one score (var(d) < MinVarY) ranks nothing: its
 // correlation is 0. It panics when d and y differ in length.
 func GroupCorrelation(d, y []float64) (r float64, ok bool) {
-	if len(d) != len(y) {
-		panic(fmt.Sprintf("denoise: GroupCorrelation length mismatch: %d world-model scores, %d real scores", len(d), len(y)))
-	}
-	n := len(y)
-	if n < 2 {
+	md, my, ok := groupMeans("GroupCorrelation", d, y)
+	if !ok {
 		return 0, false
 	}
-	var md, my float64
-	for i := range y {
-		if !finite(d[i]) || !finite(y[i]) {
-			return 0, false
-		}
-		md += d[i]
-		my += y[i]
-	}
-	md /= float64(n)
-	my /= float64(n)
+	n := len(y)
 	var vd, vy, cov float64
 	for i := range y {
 		cd, cy := d[i]-md, y[i]-my
