@@ -16,7 +16,7 @@ import (
 
 // DefaultSearchAttributes are the custom search attributes wmrl sets on its workflows,
 // as NAME=TYPE pairs. serve registers them in its namespace at every start; register adds
-// them to an existing cluster. README.md ("Local Temporal dev server") lists them too.
+// them to an existing cluster. docs/devserver.md lists them too.
 const DefaultSearchAttributes = "WmrlRunName=Keyword,WmrlMode=Keyword,WmrlStep=Int,WmrlHeldoutScore=Double"
 
 const (
