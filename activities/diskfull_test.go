@@ -3,13 +3,14 @@ package activities
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 // TestWriteFileFullDataDir: a write to a full data directory (a real
@@ -18,14 +19,7 @@ import (
 // retries it; nothing is left behind, and the same write succeeds once
 // there is room.
 func TestWriteFileFullDataDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testenv.Tmpfs(t, "256k")
 	filler := filepath.Join(dir, "filler")
 	if err := os.WriteFile(filler, make([]byte, 512<<10), 0o644); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("filling the tmpfs: %v, want ENOSPC", err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 func TestBytes(t *testing.T) {
@@ -70,14 +72,7 @@ func TestAnnotate(t *testing.T) {
 // root, skipped otherwise) and reads the error of the write that found it
 // full, then the error of a write once it is remounted read-only.
 func TestAnnotateFullTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testenv.Tmpfs(t, "1m")
 	err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 2<<20), 0o644)
 	got := Annotate(err, dir)
 	var e *Error

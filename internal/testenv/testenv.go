@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -243,4 +244,20 @@ func (f *faults) next() error {
 	}
 	f.runs++
 	return nil
+}
+
+// Tmpfs mounts a tmpfs of the given size (mount's size option, e.g. "1m")
+// on a fresh directory and unmounts it when the test ends; it skips the
+// test when it cannot mount (not root, or no mount command).
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
 }
