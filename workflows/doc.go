@@ -3,15 +3,21 @@
 // training step (workflow ID "<run>/step-<n>").
 //
 // TrainingStep runs the stages of docs/design.md ("The step workflow"):
-// StartStep (control queue), Generate for every group (rollout queue), the
-// deterministic anchor choice (here, in the workflow), ScoreWorldModel for
-// every group (worldmodel queue, unless the mode is grpo), Execute for every
-// trajectory that needs a real score (sandbox queue: all of them in grpo,
-// the anchor groups' in the anchor modes, none in wm), RecordAnchors,
-// Calibrate and Fuse (control queue), Update (gpu queue) and FinishStep, the
-// step's metrics (control queue). Fan-out is bounded by the config's
-// parallelism.
-//
+// StartStep (a local activity), GraderCapacity (sandbox queue, when the
+// anchors follow a grader's free capacity) and, under active anchors,
+// AnchorUncertainty (local) before the deterministic anchor choice (here,
+// in the workflow); then each group through its own pipeline,
+// at most the config's parallelism activities at a time and with no barrier
+// between groups: Generate (rollout queue), ScoreWorldModel (worldmodel
+// queue, unless the mode is grpo) and Execute for every trajectory that
+// needs a real score (sandbox queue: all of them in grpo, the anchor groups'
+// in the anchor modes, none in wm). CalibrateAndFuse (local: records the
+// anchor pairs, fits the calibration map, runs the signal gate and the
+// denoiser and writes the fused batch), Update (gpu queue) and FinishStep
+// (local: the step's metrics) end it. Histories recorded before
+// changeStepPipeline ran the stages one after another, with RecordAnchors,
+// Calibrate and Fuse as activities on the control queue; they still replay.
+
 // TrainingRun runs the steps one after another, carrying a small state
 // (RunState: next step, checkpoint, denoiser state, anchor tracker, anchor
 // fraction, last metrics), evaluates the held-out tasks every E steps and at
