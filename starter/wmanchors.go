@@ -40,7 +40,13 @@ func anchorPairs(rows []anchorRow, model *worldmodel.Model, suiteOf func(store.R
 	pairs := make([]worldmodel.Pair, 0, len(rows))
 	for _, row := range rows {
 		id, tr := row.run.ID, row.tr
-		wm := *tr.WMScore
+		var wm float64
+		if tr.WMScore != nil {
+			wm = *tr.WMScore
+		}
+		if model == nil && tr.WMScore == nil {
+			return nil, fmt.Errorf("run %s step %d group %d sample %d: no world-model score recorded (re-score with --model)", id, tr.Step, tr.Group, tr.Sample)
+		}
 		if model != nil {
 			s, err := suiteOf(row.run)
 			if err != nil {
@@ -66,9 +72,10 @@ func newWorldModelAnchorsCmd(cf *connFlags, options suiteOptionsFunc) *cobra.Com
 		every      int
 		modelPath  string
 		frozenPath string
+		executed   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "anchors RUN... [--every N] [--model PATH] [--json]",
+		Use:   "anchors RUN... [--every N] [--model PATH] [--executed] [--json]",
 		Short: "Measure the world model on the programs runs actually sampled (their anchor groups)",
 		Long: `anchors reads the anchor groups of one or more runs from Postgres: for each
 anchor trajectory, the world model's score r_wm recorded during the run and
@@ -95,7 +102,13 @@ For runs whose world model was refreshed (world_model.refresh), the recorded
 scores are those of the on-policy versions; the table then also shows, as
 "frozen", the within-group Spearman and bias of the frozen model the versions
 extend (--frozen, default the embedded one) on the same pairs, and lists the
-versions.`,
+versions.
+
+--executed measures on every executed trajectory instead of the anchor
+groups alone, each re-scored by --model (default: the embedded model): in
+grpo runs every group is executed, so a grpo run is a test set of the
+policy's own programs, step by step, four times the size of a wmrl run's
+anchors, for a world model that never scored it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, runs []string) error {
 			if err := intIn("every", every, 1, maxStep); err != nil {
@@ -103,12 +116,12 @@ versions.`,
 			}
 			var model *worldmodel.Model
 			name := "recorded"
-			if modelPath != "" {
-				m, err := loadModelFile(modelPath)
+			if modelPath != "" || executed {
+				m, n, err := loadModel(modelPath)
 				if err != nil {
 					return fmt.Errorf("--model: %w", err)
 				}
-				model, name = m, modelPath
+				model, name = m, n
 			}
 			ctx := cmd.Context()
 			st, err := cf.open(ctx)
@@ -139,11 +152,17 @@ versions.`,
 					return err
 				}
 				ts, err := st.AnchorTrajectories(ctx, id)
+				if executed {
+					ts, err = st.ExecutedTrajectories(ctx, id)
+				}
 				if err != nil {
 					return err
 				}
+				if len(ts) == 0 && executed {
+					return fmt.Errorf("run %s (mode %s) has no executed trajectories", id, r.Mode)
+				}
 				if len(ts) == 0 {
-					return fmt.Errorf("run %s (mode %s) has no executed anchor trajectories", id, r.Mode)
+					return fmt.Errorf("run %s (mode %s) has no executed anchor trajectories (--executed measures on all its executions)", id, r.Mode)
 				}
 				vs, err := st.WorldModelVersions(ctx, id)
 				if err != nil {
@@ -197,6 +216,7 @@ versions.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&every, "every", 10, "steps per range")
 	cmd.Flags().StringVar(&modelPath, "model", "", "re-score with this world-model artefact (default: the scores the runs recorded)")
+	cmd.Flags().BoolVar(&executed, "executed", false, "every executed trajectory (grpo runs: all), re-scored by --model, instead of the anchor groups")
 	cmd.Flags().StringVar(&frozenPath, "frozen", "", "the frozen world model refreshed runs started from (default: the embedded one)")
 	return cmd
 }

@@ -238,4 +238,48 @@ func TestWorldModelAnchors(t *testing.T) {
 	if _, err := runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, run.ID); err == nil || !strings.Contains(err.Error(), "no executed anchor trajectories") {
 		t.Errorf("grpo run: %v", err)
 	}
+	if _, err := runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, "--executed", run.ID); err == nil || !strings.Contains(err.Error(), "no executed trajectories") {
+		t.Errorf("grpo run without trajectories, --executed: %v", err)
+	}
+	// --executed: a grpo run's every executed trajectory, no world-model
+	// score recorded, re-scored by the embedded model. Both groups are
+	// executed in the model's order (Spearman +1 each); one more
+	// trajectory, never executed, is left out.
+	var sols []store.Solution
+	var execs []store.Execution
+	for g := range 2 {
+		for i, p := range progs {
+			k := store.Key{Run: run.ID, Step: 0, Group: g, Sample: i}
+			sols = append(sols, store.Solution{Key: k, TaskID: task.ID, Program: p})
+			rank := 0
+			for _, q := range preds {
+				if q < preds[i] {
+					rank++
+				}
+			}
+			pos := float64(rank) / float64(len(progs))
+			execs = append(execs, store.Execution{Key: k, Result: executor.NewResult(executor.StatusOK, pos, pos, "")})
+		}
+	}
+	sols = append(sols, store.Solution{Key: store.Key{Run: run.ID, Step: 0, Group: 2, Sample: 0}, TaskID: task.ID, Program: progs[0]})
+	if _, err := st.InsertTrajectories(ctx, sols); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordExecutions(ctx, execs); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runWorldModelCmd(t, cache, "anchors", "--database-url", dsn, "--executed", "--json", run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep = anchorsReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	if len(rep.Ranges) != 1 || rep.Model != "default" {
+		t.Fatalf("--executed: %+v", rep)
+	}
+	if r := rep.Ranges[0]; r.Pairs != 8 || r.Groups != 2 || r.Ranked != 2 || r.Spearman != 1 {
+		t.Errorf("--executed: %+v, want 8 pairs in 2 groups, spearman 1", r)
+	}
 }

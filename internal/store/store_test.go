@@ -883,3 +883,43 @@ func TestAnchorPairsWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutedTrajectories: every executed trajectory, anchor or not, with or
+// without a world-model score (grpo's), and none that was not executed.
+func TestExecutedTrajectories(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	r := newRun(t, s)
+	sols := solutions(r.ID, 0, 2, 2) // groups 0 and 1, two samples each
+	if _, err := s.InsertTrajectories(ctx, sols); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetWMScores(ctx, []Score{{Key: sols[0].Key, WM: 0.3}}); err != nil {
+		t.Fatal(err)
+	}
+	// Executed: sols[0] (scored, no anchor), sols[3] (unscored); not sols[1], sols[2].
+	execs := []Execution{
+		{Key: sols[3].Key, Result: executor.NewResult(executor.StatusOK, 0.5, 0.5, "")},
+		{Key: sols[0].Key, Result: executor.NewResult(executor.StatusOK, 0.8, 0.75, "")},
+	}
+	if _, err := s.RecordExecutions(ctx, execs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ExecutedTrajectories(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []Key
+	for _, tr := range got {
+		keys = append(keys, tr.Key)
+		if tr.Exec == nil {
+			t.Errorf("trajectory %s without its execution", tr.Key)
+		}
+	}
+	if want := []Key{sols[0].Key, sols[3].Key}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("ExecutedTrajectories keys %v, want %v", keys, want)
+	}
+	if anchors, err := s.AnchorTrajectories(ctx, r.ID); err != nil || len(anchors) != 0 {
+		t.Errorf("AnchorTrajectories with no anchor groups: %v, %v", anchors, err)
+	}
+}

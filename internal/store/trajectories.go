@@ -381,6 +381,24 @@ func (s *Store) AnchorTrajectories(ctx context.Context, run string) ([]Trajector
 	return ts, nil
 }
 
+// ExecutedTrajectories returns every trajectory of a run that has a real
+// execution, anchor or not, scored by the world model or not, in (step,
+// group, sample) order: in grpo every trajectory, in the anchor modes the
+// anchor groups'.
+func (s *Store) ExecutedTrajectories(ctx context.Context, run string) ([]Trajectory, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+trajectoryColumns+` FROM trajectories
+		WHERE run_id = $1 AND status IS NOT NULL
+		ORDER BY step, grp, sample`, run)
+	if err != nil {
+		return nil, fmt.Errorf("executed trajectories: %w", err)
+	}
+	ts, err := pgx.CollectRows(rows, scanTrajectory)
+	if err != nil {
+		return nil, fmt.Errorf("executed trajectories: %w", err)
+	}
+	return ts, nil
+}
+
 // Trajectory returns one trajectory, or an error wrapping ErrNotFound.
 func (s *Store) Trajectory(ctx context.Context, k Key) (Trajectory, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+trajectoryColumns+` FROM trajectories
