@@ -2,8 +2,9 @@ package backend
 
 import (
 	"context"
-	"fmt"
 	"math"
+
+	"github.com/wmrl/wmrl/internal/fielderr"
 )
 
 // ScoreItem is one (task, solution) pair to score.
@@ -50,13 +51,15 @@ type Simulation struct {
 	Seed  uint64
 }
 
-// Check refuses a simulation out of bounds.
+// Check refuses a simulation out of bounds, naming the run-config field:
+// these are the only bounds of world_model.simulated (runconfig validates
+// a run's section with Check).
 func (s Simulation) Check() error {
 	switch {
-	case math.IsNaN(s.Noise) || s.Noise < 0 || s.Noise > 1:
-		return fmt.Errorf("world_model.simulated.noise: %v, want [0,1]", s.Noise)
-	case math.IsNaN(s.Bias) || s.Bias < -1 || s.Bias > 1:
-		return fmt.Errorf("world_model.simulated.bias: %v, want [-1,1]", s.Bias)
+	case math.IsNaN(s.Noise) || math.IsInf(s.Noise, 0) || s.Noise < 0 || s.Noise > 1:
+		return fielderr.New("world_model.simulated.noise", "must be in [0,1], got %v", s.Noise)
+	case math.IsNaN(s.Bias) || math.IsInf(s.Bias, 0) || s.Bias < -1 || s.Bias > 1:
+		return fielderr.New("world_model.simulated.bias", "must be in [-1,1], got %v", s.Bias)
 	}
 	return nil
 }
