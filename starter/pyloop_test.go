@@ -179,7 +179,7 @@ func TestPythonDemoLoop(t *testing.T) {
 // held-out tasks, samples, seed and limits, through the Evaluate activity
 // of acts, stored as the evaluations of step 0), and returns its held-out
 // score and the last checkpoint's.
-func heldOutAgainstInitial(t *testing.T, acts *activities.Activities, run string) (initial, final storepkg.HeldOut) {
+func heldOutAgainstInitial(t *testing.T, acts *activities.Activities, run string) (initial, final activities.HeldOutScoreResponse) {
 	t.Helper()
 	ctx := t.Context()
 	r, err := acts.Store.Run(ctx, run)

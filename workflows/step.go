@@ -209,10 +209,10 @@ func (s *stepRun) start(ctx workflow.Context) error {
 	var err error
 	if s.version >= 1 {
 		lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d", s.in.Step)
-		err = workflow.ExecuteLocalActivity(lctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		err = activities.StartStep.ExecuteLocal(lctx, s.stepRequest()).Wait(ctx)
 	} else {
 		cctx := summarized(withControl(ctx), s.ui, "step %d", s.in.Step)
-		err = workflow.ExecuteActivity(cctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		err = activities.StartStep.Execute(cctx, s.stepRequest()).Wait(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
@@ -267,9 +267,9 @@ func (s *stepRun) genInto(g int) any {
 
 func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
-	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
-	}, func(g int, f workflow.Future) error {
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) activities.Future[activities.GenerateResponse] {
+		return activities.Generate.Execute(s.generateCtx(rollout, g), s.generateRequest(g))
+	}, func(g int, f activities.Future[activities.GenerateResponse]) error {
 		if err := f.Get(ctx, s.genInto(g)); err != nil {
 			return fmt.Errorf("generate group %d: %w", g, err)
 		}
@@ -305,9 +305,9 @@ func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
 func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
-	var u activities.AnchorUncertaintyResponse
 	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
-	if err := workflow.ExecuteLocalActivity(lctx, activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
+	u, err := activities.AnchorUncertainty.ExecuteLocal(lctx, req).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("anchor uncertainty: %w", err)
 	}
 	if len(u.Uncertainty) != s.cfg.Groups {
@@ -333,10 +333,10 @@ func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
 		return nil
 	}
 	wm := withWorldModel(ctx)
-	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
-	}, func(g int, f workflow.Future) error {
-		if err := f.Get(ctx, nil); err != nil {
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) activities.Future[activities.ScoreResponse] {
+		return activities.ScoreWorldModel.Execute(s.scoreCtx(wm, g), s.scoreRequest(g))
+	}, func(g int, f activities.Future[activities.ScoreResponse]) error {
+		if err := f.Wait(ctx); err != nil {
 			return fmt.Errorf("score group %d: %w", g, err)
 		}
 		return nil
@@ -413,10 +413,9 @@ func (s *stepRun) execute(ctx workflow.Context) error {
 	execs := make([]activities.ExecuteResponse, len(groups)*n)
 	graded := make([]bool, len(execs))
 	sb := s.sandboxOptions(ctx)
-	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(s.executeCtx(sb, groups[i/n], i%n), activities.NameExecute,
-			s.executeRequest(groups[i/n], i%n))
-	}, func(i int, f workflow.Future) error {
+	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) activities.Future[activities.ExecuteResponse] {
+		return activities.Execute.Execute(s.executeCtx(sb, groups[i/n], i%n), s.executeRequest(groups[i/n], i%n))
+	}, func(i int, f activities.Future[activities.ExecuteResponse]) error {
 		var err error
 		graded[i], err = s.executeDone(groups[i/n], i%n, f.Get(ctx, &execs[i]))
 		return err
@@ -476,7 +475,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			ok := run(ctx, func() workflow.Future {
-				return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
+				return activities.Generate.Execute(s.generateCtx(rollout, g), s.generateRequest(g))
 			}, func(f workflow.Future) error {
 				if err := f.Get(ctx, s.genInto(g)); err != nil {
 					return fmt.Errorf("generate group %d: %w", g, err)
@@ -492,7 +491,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 				workflow.Go(ctx, func(ctx workflow.Context) {
 					defer inner.Done()
 					run(ctx, func() workflow.Future {
-						return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
+						return activities.ScoreWorldModel.Execute(s.scoreCtx(wm, g), s.scoreRequest(g))
 					}, func(f workflow.Future) error {
 						if err := f.Get(ctx, nil); err != nil {
 							return fmt.Errorf("score group %d: %w", g, err)
@@ -508,7 +507,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 						defer inner.Done()
 						j := k*n + i
 						run(ctx, func() workflow.Future {
-							return workflow.ExecuteActivity(s.executeCtx(sb, g, i), activities.NameExecute, s.executeRequest(g, i))
+							return activities.Execute.Execute(s.executeCtx(sb, g, i), s.executeRequest(g, i))
 						}, func(f workflow.Future) error {
 							var err error
 							graded[j], err = s.executeDone(g, i, f.Get(ctx, &execs[j]))
@@ -550,38 +549,38 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		AnchorWeights: s.res.AnchorWeights, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
 	var fused activities.FuseResponse
 	if s.version >= 1 {
-		var r activities.CalibrateAndFuseResponse
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
 		const format = "step %d: %s, %d anchor groups"
-		var f workflow.Future
+		var f activities.Future[activities.CalibrateAndFuseResponse]
 		if s.pipeline {
 			lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
-			f = workflow.ExecuteLocalActivity(lctx, activities.NameCalibrateAndFuse, req)
+			f = activities.CalibrateAndFuse.ExecuteLocal(lctx, req)
 		} else {
-			f = workflow.ExecuteActivity(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)),
-				activities.NameCalibrateAndFuse, req)
+			f = activities.CalibrateAndFuse.Execute(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)), req)
 		}
-		if err := f.Get(ctx, &r); err != nil {
+		r, err := f.Result(ctx)
+		if err != nil {
 			return fmt.Errorf("calibrate and fuse: %w", err)
 		}
 		s.res.Calibration, fused = r.Calibration, r.Fuse
 	} else {
 		if record != nil {
 			rctx := summarized(ctl, s.ui, "step %d: groups %v", s.in.Step, record.Groups)
-			if err := workflow.ExecuteActivity(rctx, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
+			if err := activities.RecordAnchors.Execute(rctx, *record).Wait(ctx); err != nil {
 				return fmt.Errorf("record anchors: %w", err)
 			}
 		}
 		if calibrate != nil {
-			var c activities.CalibrationSummary
 			cctx := summarized(ctl, s.ui, "step %d", s.in.Step)
-			if err := workflow.ExecuteActivity(cctx, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
+			c, err := activities.Calibrate.Execute(cctx, *calibrate).Result(ctx)
+			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			s.res.Calibration = &c
 		}
 		fctx := summarized(ctl, s.ui, "step %d: %s, %d anchor groups", s.in.Step, s.cfg.Mode, len(s.res.Anchors))
-		if err := workflow.ExecuteActivity(fctx, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
+		var err error
+		if fused, err = activities.Fuse.Execute(fctx, fuse).Result(ctx); err != nil {
 			return fmt.Errorf("fuse: %w", err)
 		}
 	}
@@ -609,10 +608,10 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 }
 
 func (s *stepRun) update(ctx workflow.Context) error {
-	var up activities.UpdateResponse
 	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
 	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
-	if err := workflow.ExecuteActivity(gctx, activities.NameUpdate, req).Get(ctx, &up); err != nil {
+	up, err := activities.Update.Execute(gctx, req).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
 	s.res.Checkpoint = up.Checkpoint
@@ -629,11 +628,9 @@ func (s *stepRun) finish(ctx workflow.Context) error {
 		line = stepLine(s.in.Step, s.res)
 	}
 	if s.version >= 1 {
-		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "%s", line),
-			activities.NameFinishStep, req).Get(ctx, nil)
+		err = activities.FinishStep.ExecuteLocal(summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "%s", line), req).Wait(ctx)
 	} else {
-		err = workflow.ExecuteActivity(summarized(withControl(ctx), s.ui, "%s", line),
-			activities.NameFinishStep, req).Get(ctx, nil)
+		err = activities.FinishStep.Execute(summarized(withControl(ctx), s.ui, "%s", line), req).Wait(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("finish step: %w", err)
