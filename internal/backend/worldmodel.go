@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"math"
 
 	"github.com/wmrl/wmrl/internal/fielderr"
@@ -64,11 +65,40 @@ func (s Simulation) Check() error {
 	return nil
 }
 
-// Simulator is a world model whose quality the run sets (a simulation,
-// for studying the method): ScoreSimulated scores as Score does, degraded
-// as s says.
-type Simulator interface {
-	ScoreSimulated(ctx context.Context, items []ScoreItem, s Simulation) ([]Prediction, error)
+// WorldModelSettings are a run's settings of its world model (the run
+// config's world_model section) for the adapters that take any; they
+// travel with each scoring request (ScoreRequest), as PolicySettings do
+// with a policy's. A world model without settings never sees them.
+type WorldModelSettings struct {
+	// Simulation is world_model.simulated, seeded by the run seed.
+	Simulation Simulation
+}
+
+// ScoreRequest is a batch of items to score under a run's settings.
+type ScoreRequest struct {
+	Items    []ScoreItem
+	Settings WorldModelSettings
+}
+
+// SettingsScorer is a world model whose scores depend on the run's
+// settings (the simulated world model: its noise and bias): Score hands it
+// the whole request.
+type SettingsScorer interface {
+	ScoreWith(ctx context.Context, req ScoreRequest) ([]Prediction, error)
+}
+
+// Score scores req's items with wm: by ScoreWith when wm takes settings,
+// else by its Score. A request that sets a simulation for a world model
+// that takes no settings is a *PermanentError (the run config refuses
+// world_model.simulated for any backend but simulated).
+func Score(ctx context.Context, wm WorldModel, req ScoreRequest) ([]Prediction, error) {
+	if s, ok := wm.(SettingsScorer); ok {
+		return s.ScoreWith(ctx, req)
+	}
+	if sim := req.Settings.Simulation; sim.Noise != 0 || sim.Bias != 0 {
+		return nil, Permanent(errors.New("world_model.simulated: set, but the run's world model takes no settings"))
+	}
+	return wm.Score(ctx, req.Items)
 }
 
 // TrainItem is one real execution a world model may learn from: an anchor

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -37,27 +39,31 @@ sandbox:
   grade_http:
     url: http://127.0.0.1:1
 `)
-	f, err := readRemoteFile(path)
+	build := func(path string) (*backend.Registry, error) {
+		f, err := readBackendsFile(path, registrations())
+		if err != nil {
+			return nil, err
+		}
+		return buildBackends(t.Context(), &wiring{getenv: getenv}, f, registrations())
+	}
+	r, err := build(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := remoteBackends(f, nil, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"policy.backend: tinker", "sandbox.kind: grade-http", "world_model.backend: grade-http", "world_model.backend: openai"}
+	want := []string{"policy.backend: tinker", "sandbox.kind: grade-http", "tasks: store", "world_model.backend: grade-http",
+		"world_model.backend: openai"}
 	if got := r.Names(); !slices.Equal(got, want) {
-		t.Errorf("remote backends %v, want %v", got, want)
+		t.Errorf("backends %v, want %v", got, want)
 	}
 
 	// Only $TINKER_BASE_URL: a Tinker policy with its defaults.
 	env["TINKER_BASE_URL"] = "http://127.0.0.1:1"
-	r, err = remoteBackends(remoteFile{}, nil, getenv)
-	if err != nil || !slices.Equal(r.Names(), []string{"policy.backend: tinker"}) {
+	r, err = build("")
+	if err != nil || !slices.Equal(r.Names(), []string{"policy.backend: tinker", "tasks: store"}) {
 		t.Errorf("from the environment: %v, %v", r.Names(), err)
 	}
 	delete(env, "TINKER_BASE_URL")
-	if r, err := remoteBackends(remoteFile{}, nil, getenv); err != nil || len(r.Names()) != 0 {
+	if r, err := build(""); err != nil || !slices.Equal(r.Names(), []string{"tasks: store"}) {
 		t.Errorf("no file, no environment: %v, %v", r.Names(), err)
 	}
 
@@ -68,11 +74,10 @@ sandbox:
 		{"sandbox:\n  grade_http:\n    timeout_seconds: 3\n", "sandbox.grade_http.url: empty"},
 		{"tinker:\n  base_url: http://x\n  language: python\n", "need a tokenizer"},
 		{"tinker:\n  base_url: http://x\n  tokenizer: /nonexistent/tokenizer.json\n", "tinker.tokenizer"},
+		{"world_model:\n  llama:\n    url: http://x\n", "line 2: field world_model.llama not found"},
+		{"policy: {}\n", "line 1: field policy not found"},
 	} {
-		f, err := readRemoteFile(writeFile(t, "b.yaml", tt.text))
-		if err == nil {
-			_, err = remoteBackends(f, nil, getenv)
-		}
+		_, err := build(writeFile(t, "b.yaml", tt.text))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want an error with %q", tt.text, err, tt.want)
 		}
