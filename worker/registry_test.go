@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/runconfig"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -84,5 +86,68 @@ sandbox:
 		if err != nil && strings.Contains(err.Error(), key) {
 			t.Errorf("%q: the error shows the key: %v", tt.text, err)
 		}
+	}
+}
+
+// constantWM is a trivial world-model backend: every solution scores its
+// section's score. It stands for a new backend's adapter package.
+type constantWM struct{ score float64 }
+
+func (w constantWM) Score(_ context.Context, items []backend.ScoreItem) ([]backend.Prediction, error) {
+	out := make([]backend.Prediction, len(items))
+	for i := range out {
+		out[i] = backend.Prediction{Graded: true, Score: w.score}
+	}
+	return out, nil
+}
+
+// A new world-model backend is its adapter and one registration: its
+// section of the --backends file builds it, the worker has it by its name,
+// a run config naming it is valid, and the activities reach it by that
+// name (activities TestRunPicksItsBackends: any registered name).
+func TestNewBackendIsOneRegistration(t *testing.T) {
+	regs := append(registrations(), registration{name: "constant", kind: backend.KindWorldModel, section: "world_model.constant",
+		build: func(_ context.Context, _ *wiring, s section) (any, error) {
+			if !s.present() {
+				return nil, nil
+			}
+			var c struct {
+				Score float64 `yaml:"score"`
+			}
+			if err := s.decode(&c); err != nil {
+				return nil, err
+			}
+			return constantWM{c.Score}, nil
+		}})
+	f, err := readBackendsFile(writeFile(t, "b.yaml", "world_model:\n  constant:\n    score: 0.5\n"), regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := buildBackends(t.Context(), &wiring{getenv: func(string) string { return "" }}, f, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(r.Names(), "world_model.backend: constant") {
+		t.Fatalf("backends %v", r.Names())
+	}
+	wm, ok := backend.Lookup[backend.WorldModel](r, backend.KindWorldModel, "constant")
+	if !ok {
+		t.Fatal("no world model constant")
+	}
+	ps, err := backend.Score(t.Context(), wm, backend.ScoreRequest{Items: []backend.ScoreItem{{Key: "k"}}})
+	if err != nil || len(ps) != 1 || ps[0].Score != 0.5 {
+		t.Errorf("scores %+v, %v", ps, err)
+	}
+	cfg := runconfig.Default()
+	cfg.WorldModel.Backend = "constant"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a run naming the new backend: %v", err)
+	}
+	f, err = readBackendsFile(writeFile(t, "b.yaml", "world_model:\n  constant:\n    scor: 0.5\n"), regs)
+	if err == nil {
+		_, err = buildBackends(t.Context(), &wiring{getenv: func(string) string { return "" }}, f, regs)
+	}
+	if err == nil || !strings.Contains(err.Error(), "line 3: field scor not found in world_model.constant") {
+		t.Errorf("a misspelt field of the new section: %v", err)
 	}
 }

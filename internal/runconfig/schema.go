@@ -155,6 +155,8 @@ type Policy struct {
 	// Backend names the policy's backend (package backend's adapters):
 	// "" or "builtin" (the CPU policy), or "tinker" (a model trained
 	// through the Tinker training API; the worker's TINKER_BASE_URL).
+	// Any well-formed name is valid here: the workers' registrations
+	// (worker/registry.go) say which exist.
 	Backend      string  `yaml:"backend" json:"backend,omitempty"`
 	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
 	KLCoef       float64 `yaml:"kl_coef" json:"kl_coef"`
@@ -187,6 +189,8 @@ type WorldModel struct {
 	// completions) or "grade-http" (a /grade server), or "simulated" (a
 	// world model of controlled quality, for studying the method). Where
 	// the remote ones are is the worker's configuration, not the run's.
+	// Any well-formed name is valid here: the workers' registrations say
+	// which exist.
 	Backend string `yaml:"backend" json:"backend,omitempty"`
 	// Simulated sets the simulated world model's quality
 	// (world_model.backend: simulated).
@@ -216,25 +220,6 @@ func (r Refresh) On() bool { return r.Every > 0 }
 type Simulated struct {
 	Noise float64 `yaml:"noise" json:"noise,omitempty"`
 	Bias  float64 `yaml:"bias" json:"bias,omitempty"`
-}
-
-// PolicyBackends lists the valid values of policy.backend ("" means
-// backend.Builtin).
-func PolicyBackends() []string { return []string{backend.Builtin, backend.Tinker} }
-
-// WorldModelBackends lists the valid values of world_model.backend ("" means
-// backend.Builtin).
-func WorldModelBackends() []string {
-	return []string{backend.Builtin, backend.OpenAI, backend.GradeHTTP, backend.Simulated}
-}
-
-// TaskSources lists the valid values of tasks ("" means backend.Builtin).
-func TaskSources() []string { return []string{backend.Builtin, backend.TaskStore} }
-
-// SandboxKinds lists the valid values of sandbox.kind: the worker's own
-// sandboxes, and remote graders.
-func SandboxKinds() []string {
-	return []string{SandboxAuto, SandboxDocker, SandboxProcess, SandboxGradeHTTP, SandboxPython}
 }
 
 // Eval configures the held-out evaluation (avg@Samples by real execution).

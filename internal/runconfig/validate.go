@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/debias"
@@ -60,12 +59,19 @@ func (r Refresh) validate(m mode.Mode, wmBackend string) error {
 	return nil
 }
 
-// checkBackend checks a backend name field against its valid values.
-func checkBackend(path, name string, valid []string) error {
-	if name == "" || slices.Contains(valid, name) {
+// backendName is the form of a backend's name. Which backends exist is
+// the workers' to say (each has its registrations): a run naming one no
+// worker has is refused by the preflight, naming the field.
+var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// checkBackend checks a backend name field: empty (the built-in backend)
+// or a well-formed name.
+func checkBackend(path, name string) error {
+	if name == "" || backendName.MatchString(name) {
 		return nil
 	}
-	return bad(path, "must be one of %q (empty means %q), got %q", valid, backend.Builtin, name)
+	return bad(path, "must be a backend's name (a lower-case letter, then up to 31 lower-case letters, digits, '-' "+
+		"or '_'; empty means %q), got %q", backend.Builtin, name)
 }
 
 // Limits of the fields, generous but finite so that a typo cannot ask for a
@@ -246,7 +252,7 @@ func (c Config) checks() []func() error {
 			return nil
 		},
 		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
-		func() error { return checkBackend("policy.backend", c.Policy.Backend, PolicyBackends()) },
+		func() error { return checkBackend("policy.backend", c.Policy.Backend) },
 		c.Policy.Tinker.validate,
 		func() error {
 			s := c.WorldModel.Simulated
@@ -258,10 +264,10 @@ func (c Config) checks() []func() error {
 			}
 			return backend.Simulation{Noise: s.Noise, Bias: s.Bias}.Check()
 		},
-		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend, WorldModelBackends()) },
+		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend) },
 		func() error { return c.WorldModel.Refresh.validate(c.Mode, c.WorldModel.Backend) },
 		func() error {
-			if err := checkBackend("tasks", c.Tasks, TaskSources()); err != nil {
+			if err := checkBackend("tasks", c.Tasks); err != nil {
 				return err
 			}
 			if c.Tasks == backend.TaskStore && c.Sandbox.Kind != SandboxPython {
@@ -275,10 +281,12 @@ func (c Config) checks() []func() error {
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },
 		func() error { return intIn("continue_as_new_every", c.ContinueAsNewEvery, 1, 10_000) },
 		func() error {
-			if slices.Contains(SandboxKinds(), c.Sandbox.Kind) {
-				return nil
+			// The worker's own sandboxes (auto, docker, process) or a
+			// grader's name.
+			if c.Sandbox.Kind == "" {
+				return bad("sandbox.kind", "must be set (%q, %q, %q or a grader's name)", SandboxAuto, SandboxDocker, SandboxProcess)
 			}
-			return bad("sandbox.kind", "must be one of %q, got %q", SandboxKinds(), c.Sandbox.Kind)
+			return checkBackend("sandbox.kind", c.Sandbox.Kind)
 		},
 		// The limits' bounds are the executions' own (backend.Limits.Check).
 		func() error {
