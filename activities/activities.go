@@ -41,10 +41,12 @@ type Activities struct {
 	// Grader executes and grades (sandbox queue); nil on a worker that
 	// serves no sandbox.
 	Grader backend.Grader
-	// Remote are the worker's remote adapters, which a run picks by name
-	// (policy.backend, world_model.backend, sandbox.kind); the fields
-	// above are the built-in ones.
-	Remote Remote
+	// Backends are the worker's named backends (its registrations), which
+	// a run picks by name (policy.backend, world_model.backend,
+	// sandbox.kind, tasks); the fields above are the built-in ones. A run
+	// naming a backend its worker lacks fails with the field named
+	// (Preflight tells before the run starts).
+	Backends *backend.Registry
 	// SandboxKind is the grader's sandbox kind ("docker" or "process"),
 	// which Preflight checks against the run config's sandbox.kind.
 	SandboxKind string
@@ -182,6 +184,13 @@ func (a *Activities) task(ctx context.Context, run string, suiteSeed uint64, id 
 	}
 	t, err := src.Task(ctx, suiteSeed, id)
 	return t, fromPort(err)
+}
+
+// worldModelSettings are the world-model settings of a run's config, for
+// the world models that take any (backend.Score).
+func worldModelSettings(cfg runconfig.Config) backend.WorldModelSettings {
+	s := cfg.WorldModel.Simulated
+	return backend.WorldModelSettings{Simulation: backend.Simulation{Noise: s.Noise, Bias: s.Bias, Seed: cfg.Seed}}
 }
 
 // policySettings are the run's policy settings for the policy port.

@@ -5,53 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
-
-// Remote holds a worker's adapters beyond the built-in ones, by the backend
-// name a run config gives them: Policies by policy.backend (backend.Tinker),
-// WorldModels by world_model.backend (backend.OpenAI, backend.GradeHTTP),
-// Graders by sandbox.kind (backend.GradeHTTP), TaskSources by tasks
-// (backend.TaskStore). The worker adds one when it is configured with that
-// backend's endpoint; a run naming a backend its worker lacks fails with the
-// field named (Preflight tells before the run starts).
-type Remote struct {
-	Policies    map[string]backend.Policy
-	WorldModels map[string]backend.WorldModel
-	Graders     map[string]backend.Grader
-	// ProgramGraders are graders by sandbox.kind for runs whose policy is
-	// the built-in one (it writes programs of the built-in pipeline
-	// language): they render a program into the sandbox's language before
-	// running it (pyrender.Grader over the Python sandbox). A run of the
-	// built-in policy takes its sandbox.kind's program grader when the
-	// worker has one, else the grader of Graders.
-	ProgramGraders map[string]backend.Grader
-	TaskSources    map[string]backend.TaskSource
-}
-
-// Names lists the remote backends a worker has, for messages and the
-// preflight: "policy.backend: tinker" and the like, sorted.
-func (r Remote) Names() []string {
-	var out []string
-	for name := range r.Policies {
-		out = append(out, "policy.backend: "+name)
-	}
-	for name := range r.WorldModels {
-		out = append(out, "world_model.backend: "+name)
-	}
-	for name := range r.Graders {
-		out = append(out, "sandbox.kind: "+name)
-	}
-	for name := range r.TaskSources {
-		out = append(out, "tasks: "+name)
-	}
-	slices.Sort(out)
-	return out
-}
 
 // runBackends are the backend names of one run's configuration.
 type runBackends struct {
@@ -95,7 +53,7 @@ func (a *Activities) runConfig(ctx context.Context, run string) (runconfig.Confi
 
 // missing is the error of a run naming a backend this worker lacks.
 func (a *Activities) missing(field, name string) error {
-	has := a.Remote.Names()
+	has := a.Backends.Names()
 	if len(has) == 0 {
 		has = []string{"only the built-in backends"}
 	}
@@ -113,24 +71,24 @@ func (a *Activities) policyOf(ctx context.Context, run string) (backend.Policy, 
 }
 
 func (a *Activities) policyNamed(name string) (backend.Policy, error) {
-	return named(a, "policy.backend", name, a.Policy, a.Remote.Policies)
+	return named(a, backend.KindPolicy, name, a.Policy)
 }
 
 // named returns the adapter of a backend name: builtin ("" or "builtin"),
-// or the remote one of that name; field names the run-config field for
-// messages.
-func named[T comparable](a *Activities, field, name string, builtin T, remote map[string]T) (T, error) {
+// or the one registered under that name (a.Backends); kind names the
+// run-config field for messages.
+func named[T comparable](a *Activities, kind backend.Kind, name string, builtin T) (T, error) {
 	var zero T
 	if name == "" || name == backend.Builtin {
 		if builtin == zero {
-			return zero, fmt.Errorf("this worker has no built-in adapter for %s", field)
+			return zero, fmt.Errorf("this worker has no built-in adapter for %s", kind)
 		}
 		return builtin, nil
 	}
-	if x, ok := remote[name]; ok {
+	if x, ok := backend.Lookup[T](a.Backends, kind, name); ok {
 		return x, nil
 	}
-	return zero, a.missing(field, name)
+	return zero, a.missing(string(kind), name)
 }
 
 // worldModelOf returns the world model a run's world_model.backend names.
@@ -143,7 +101,7 @@ func (a *Activities) worldModelOf(ctx context.Context, run string) (backend.Worl
 }
 
 func (a *Activities) worldModelNamed(name string) (backend.WorldModel, error) {
-	return named(a, "world_model.backend", name, a.WorldModel, a.Remote.WorldModels)
+	return named(a, backend.KindWorldModel, name, a.WorldModel)
 }
 
 // graderOf returns the grader a run's sandbox.kind names.
@@ -153,7 +111,7 @@ func (a *Activities) graderOf(ctx context.Context, run string) (backend.Grader, 
 		return nil, err
 	}
 	if b.policy == "" || b.policy == backend.Builtin {
-		if g, ok := a.Remote.ProgramGraders[b.sandbox]; ok {
+		if g, ok := backend.Lookup[backend.Grader](a.Backends, backend.KindProgramGrader, b.sandbox); ok {
 			return g, nil
 		}
 	}
@@ -183,7 +141,7 @@ func (a *Activities) taskSourceNamed(name string) (backend.TaskSource, error) {
 		}
 		return a.Tasks, nil
 	}
-	if s, ok := a.Remote.TaskSources[name]; ok {
+	if s, ok := backend.Lookup[backend.TaskSource](a.Backends, backend.KindTasks, name); ok {
 		return s, nil
 	}
 	return nil, a.missing("tasks", name)
@@ -200,7 +158,7 @@ func (a *Activities) graderNamed(kind string) (g backend.Grader, own bool, err e
 		}
 		return a.Grader, true, nil
 	}
-	if g, ok := a.Remote.Graders[kind]; ok {
+	if g, ok := backend.Lookup[backend.Grader](a.Backends, backend.KindGrader, kind); ok {
 		return g, false, nil
 	}
 	return nil, false, a.missing("sandbox.kind", kind)

@@ -61,9 +61,9 @@ func TestRunPicksItsBackends(t *testing.T) {
 	pol := &countingPolicy{Policy: a.Policy}
 	wm := &countingWM{WorldModel: a.WorldModel}
 	gr := &countingGrader{Grader: a.Grader}
-	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol},
-		WorldModels: map[string]backend.WorldModel{backend.OpenAI: wm},
-		Graders:     map[string]backend.Grader{backend.GradeHTTP: gr}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol},
+		backend.Entry{Kind: backend.KindWorldModel, Name: backend.OpenAI, Adapter: wm},
+		backend.Entry{Kind: backend.KindGrader, Name: backend.GradeHTTP, Adapter: gr})
 
 	step := func(run string, remote bool) {
 		t.Helper()
@@ -144,7 +144,7 @@ func (p *tokenPolicy) Update(ctx context.Context, req backend.UpdateRequest) (ba
 func TestRemotePolicyGetsItsTokens(t *testing.T) {
 	a, _ := newTestActivities(t)
 	pol := &tokenPolicy{Policy: a.Policy}
-	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol})
 	cfg := tinyConfig(t)
 	cfg.Steps = 2
 	want := driveRun(t, a, "builtin", cfg)
@@ -175,7 +175,7 @@ func (capacityGrader) Capacity(context.Context) (int, error) { return 24, nil }
 // tell (the worker's own sandbox).
 func TestGraderCapacity(t *testing.T) {
 	a, _ := newTestActivities(t)
-	a.Remote = Remote{Graders: map[string]backend.Grader{backend.GradeHTTP: capacityGrader{a.Grader}}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindGrader, Name: backend.GradeHTTP, Adapter: capacityGrader{a.Grader}})
 	for _, tt := range []struct {
 		kind string
 		want int
@@ -218,9 +218,9 @@ func TestRunPicksItsTaskSource(t *testing.T) {
 	ctx := t.Context()
 	src := &countingSource{TaskSource: a.Tasks}
 	plain, programs := &countingGrader{Grader: a.Grader}, &countingGrader{Grader: a.Grader}
-	a.Remote = Remote{TaskSources: map[string]backend.TaskSource{backend.TaskStore: src},
-		Graders:        map[string]backend.Grader{backend.Python: plain},
-		ProgramGraders: map[string]backend.Grader{backend.Python: programs}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindTasks, Name: backend.TaskStore, Adapter: src},
+		backend.Entry{Kind: backend.KindGrader, Name: backend.Python, Adapter: plain},
+		backend.Entry{Kind: backend.KindProgramGrader, Name: backend.Python, Adapter: programs})
 	cfg := tinyConfig(t)
 	if _, err := a.HeldOutTasks(ctx, HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed}); err != nil || src.calls.Load() != 0 {
 		t.Fatalf("HeldOutTasks without a run: %v, store source called %d times", err, src.calls.Load())

@@ -9,16 +9,24 @@
 // world model and the grader, whose adapters the worker picks; this package
 // imports no adapter), the data directory that holds checkpoints and fused
 // batches, and a logger. An error a port marks permanent
-// (backend.IsPermanent) becomes ErrInvalidInput. Workflows call the methods
-// through a nil *Activities (`workflow.ExecuteActivity(ctx, a.Generate,
-// req)`), so they never touch the dependencies.
+// (backend.IsPermanent) becomes ErrInvalidInput. Workflows schedule the
+// activities through their typed contracts (contract.go:
+// `activities.Generate.Execute(ctx, req).Result(ctx)`), never the methods, so
+// they never touch the dependencies; the compiler checks each request and
+// response, and Register binds each contract to its method under its
+// stable name.
 //
-// Every method takes a Request and returns a Response, small structs of ids
+// Every method takes a Request and returns a Response, types of this
+// package (the store's never cross into a workflow), small structs of ids
 // and summaries: trajectories, checkpoints and maps stay in Postgres and the
 // data directory and never travel through workflow history. A request that
 // fails Validate is a non-retryable application error of type
 // ErrInvalidInput; infrastructure errors (database, grader, file system)
 // are plain errors that the retry policy retries.
+//
+// Per-run settings come by one of two routes (docs/design.md, "The step
+// workflow"): those that pick or configure a backend from the run's
+// recorded configuration (runConfig), everything else in the request.
 //
 // Idempotency. Every write is keyed by (run, step, group, sample) and every
 // activity can run twice: Generate re-samples the same programs from the same

@@ -155,15 +155,26 @@ type HeldOutScoreRequest struct {
 	Version int    `json:"version"`
 }
 
+// HeldOutScoreResponse is a checkpoint's held-out score: the mean over
+// Tasks tasks of the mean score of their samples (Samples in all).
+type HeldOutScoreResponse struct {
+	Score   float64 `json:"score"`
+	Tasks   int     `json:"tasks"`
+	Samples int     `json:"samples"`
+}
+
 // HeldOutScore returns the held-out score of a checkpoint from the stored
 // evaluations: the mean over tasks of the mean score of their samples.
-func (a *Activities) HeldOutScore(ctx context.Context, req HeldOutScoreRequest) (store.HeldOut, error) {
+func (a *Activities) HeldOutScore(ctx context.Context, req HeldOutScoreRequest) (HeldOutScoreResponse, error) {
 	if err := (StepRequest{RunID: req.RunID, Step: req.Version}).Validate(); err != nil {
-		return store.HeldOut{}, invalid(err)
+		return HeldOutScoreResponse{}, invalid(err)
 	}
 	h, err := a.Store.HeldOutScore(ctx, req.RunID, req.Version)
-	if err == nil && h.Tasks > 0 {
+	if err != nil {
+		return HeldOutScoreResponse{}, err
+	}
+	if h.Tasks > 0 {
 		a.Metrics.HeldOut(a.metricsRun(ctx, req.RunID), req.Version, h.Score)
 	}
-	return h, err
+	return HeldOutScoreResponse{Score: h.Score, Tasks: h.Tasks, Samples: h.Samples}, nil
 }

@@ -214,16 +214,7 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	}
 	var preds []backend.Prediction
 	called := time.Now()
-	if cfg.WorldModel.Backend == backend.Simulated {
-		sim, ok := wm.(backend.Simulator)
-		if !ok {
-			return ScoreResponse{}, invalid(fmt.Errorf("world_model.backend: the worker's %q world model cannot simulate", backend.Simulated))
-		}
-		s := cfg.WorldModel.Simulated
-		preds, err = sim.ScoreSimulated(ctx, items, backend.Simulation{Noise: s.Noise, Bias: s.Bias, Seed: cfg.Seed})
-	} else {
-		preds, err = wm.Score(ctx, items)
-	}
+	preds, err = backend.Score(ctx, wm, backend.ScoreRequest{Items: items, Settings: worldModelSettings(cfg)})
 	a.Metrics.WorldModelCall(a.metricsRun(ctx, req.RunID), time.Since(called), err)
 	if err != nil {
 		return ScoreResponse{}, fromPort(err)

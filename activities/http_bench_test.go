@@ -50,8 +50,9 @@ func httpBackends(tb testing.TB, a *Activities) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol},
-		WorldModels: map[string]backend.WorldModel{backend.OpenAI: owm}, Graders: map[string]backend.Grader{backend.GradeHTTP: gr}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol},
+		backend.Entry{Kind: backend.KindWorldModel, Name: backend.OpenAI, Adapter: owm},
+		backend.Entry{Kind: backend.KindGrader, Name: backend.GradeHTTP, Adapter: gr})
 }
 
 // BenchmarkStepBackends is one training step of the tiny preset (4 groups

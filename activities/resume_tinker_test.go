@@ -25,7 +25,7 @@ func tinkerActivities(t *testing.T, a *Activities) *tinker.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Remote = Remote{Policies: map[string]backend.Policy{backend.Tinker: pol}}
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol})
 	return pol
 }
 

@@ -85,10 +85,22 @@ func (a *Activities) CreateRun(ctx context.Context, req CreateRunRequest) (Creat
 	return CreateRunResponse{Checkpoint: ref}, nil
 }
 
+// RunState is the state of a run the run workflow records (SetRunState):
+// the store's state of the same name.
+type RunState string
+
+// The states the run workflow records.
+const (
+	RunRunning   = RunState(store.RunRunning)
+	RunPaused    = RunState(store.RunPaused)
+	RunCompleted = RunState(store.RunCompleted)
+	RunFailed    = RunState(store.RunFailed)
+)
+
 // SetRunStateRequest sets the run's recorded state.
 type SetRunStateRequest struct {
-	RunID string         `json:"run_id"`
-	State store.RunState `json:"state"`
+	RunID string   `json:"run_id"`
+	State RunState `json:"state"`
 }
 
 // Validate checks the request.
@@ -96,7 +108,7 @@ func (r SetRunStateRequest) Validate() error {
 	if err := checkRun(r.RunID); err != nil {
 		return err
 	}
-	if !r.State.Valid() {
+	if !store.RunState(r.State).Valid() {
 		return fmt.Errorf("state %q: unknown", r.State)
 	}
 	return nil
@@ -109,7 +121,7 @@ func (a *Activities) SetRunState(ctx context.Context, req SetRunStateRequest) er
 	if err := req.Validate(); err != nil {
 		return invalid(err)
 	}
-	return a.Store.SetRunState(ctx, req.RunID, req.State)
+	return a.Store.SetRunState(ctx, req.RunID, store.RunState(req.State))
 }
 
 // StepRequest names a step of a run.

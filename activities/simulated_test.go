@@ -14,13 +14,14 @@ import (
 // a retry; it is a world model run by name like any other.
 func TestSimulatedWorldModel(t *testing.T) {
 	a, _ := newTestActivities(t)
-	a.Remote = Remote{WorldModels: map[string]backend.WorldModel{
-		backend.Simulated: &builtin.SimulatedWorldModel{Tasks: a.Tasks.(*builtin.Tasks)}}}
+	// The worker's registration of world_model.backend "simulated".
+	a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindWorldModel, Name: "simulated",
+		Adapter: &builtin.SimulatedWorldModel{Tasks: a.Tasks.(*builtin.Tasks)}})
 	ctx := t.Context()
 	scores := func(run string, noise, bias float64) []float64 {
 		t.Helper()
 		cfg := tinyConfig(t)
-		cfg.WorldModel.Backend = backend.Simulated
+		cfg.WorldModel.Backend = "simulated"
 		cfg.WorldModel.Simulated.Noise, cfg.WorldModel.Simulated.Bias = noise, bias
 		created, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg})
 		if err != nil {

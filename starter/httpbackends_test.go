@@ -120,9 +120,9 @@ func TestHTTPBackends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Remote = activities.Remote{Policies: map[string]backend.Policy{backend.Tinker: pol},
-			WorldModels: map[string]backend.WorldModel{backend.OpenAI: owm},
-			Graders:     map[string]backend.Grader{backend.GradeHTTP: gr}}
+		a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol},
+			backend.Entry{Kind: backend.KindWorldModel, Name: backend.OpenAI, Adapter: owm},
+			backend.Entry{Kind: backend.KindGrader, Name: backend.GradeHTTP, Adapter: gr})
 	})
 	cfg := writeFile(t, "http.yaml", "policy:\n  backend: tinker\nworld_model:\n  backend: openai\nsandbox:\n  kind: grade-http\n")
 

@@ -132,9 +132,9 @@ func TestPythonDemoLoop(t *testing.T) {
 	e := stack(t, ns, func(a *activities.Activities) {
 		g := &pysandbox.Grader{Sandbox: sb, Tasks: store}
 		a.DataDir = dataDir
-		a.Remote.Graders = map[string]backend.Grader{backend.Python: g}
-		a.Remote.ProgramGraders = map[string]backend.Grader{backend.Python: &pyrender.Grader{Python: g}}
-		a.Remote.TaskSources = map[string]backend.TaskSource{backend.TaskStore: &realtasks.Source{Store: store}}
+		a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindGrader, Name: backend.Python, Adapter: g},
+			backend.Entry{Kind: backend.KindProgramGrader, Name: backend.Python, Adapter: &pyrender.Grader{Python: g}},
+			backend.Entry{Kind: backend.KindTasks, Name: backend.TaskStore, Adapter: &realtasks.Source{Store: store}})
 	})
 	name := e.runName(t, "pyloop")
 	small := writeFile(t, "small.yaml", "steps: 2\ngroups: 3\nsamples: 2\nanchors:\n  fraction: 0.34\n  min: 1\n"+
@@ -179,7 +179,7 @@ func TestPythonDemoLoop(t *testing.T) {
 // held-out tasks, samples, seed and limits, through the Evaluate activity
 // of acts, stored as the evaluations of step 0), and returns its held-out
 // score and the last checkpoint's.
-func heldOutAgainstInitial(t *testing.T, acts *activities.Activities, run string) (initial, final storepkg.HeldOut) {
+func heldOutAgainstInitial(t *testing.T, acts *activities.Activities, run string) (initial, final activities.HeldOutScoreResponse) {
 	t.Helper()
 	ctx := t.Context()
 	r, err := acts.Store.Run(ctx, run)
@@ -246,9 +246,9 @@ func TestPythonDemoInitialScore(t *testing.T) {
 	ts := tasks.Store{Dir: tasks.StoreDir(dataDir)}
 	g := &pysandbox.Grader{Sandbox: sb, Tasks: ts}
 	acts := &activities.Activities{Store: st, Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, DataDir: dataDir,
-		Remote: activities.Remote{Graders: map[string]backend.Grader{backend.Python: g},
-			ProgramGraders: map[string]backend.Grader{backend.Python: &pyrender.Grader{Python: g}},
-			TaskSources:    map[string]backend.TaskSource{backend.TaskStore: &realtasks.Source{Store: ts}}}}
+		Backends: backend.MustRegistry(backend.Entry{Kind: backend.KindGrader, Name: backend.Python, Adapter: g},
+			backend.Entry{Kind: backend.KindProgramGrader, Name: backend.Python, Adapter: &pyrender.Grader{Python: g}},
+			backend.Entry{Kind: backend.KindTasks, Name: backend.TaskStore, Adapter: &realtasks.Source{Store: ts}})}
 	initial, final := heldOutAgainstInitial(t, acts, run)
 	t.Logf("held-out score of %s: initial policy %.4f (%d tasks, %d samples); last checkpoint %.4f (%d tasks, %d samples)",
 		run, initial.Score, initial.Tasks, initial.Samples, final.Score, final.Tasks, final.Samples)

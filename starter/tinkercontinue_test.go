@@ -85,7 +85,7 @@ func TestContinueTinker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Remote = activities.Remote{Policies: map[string]backend.Policy{backend.Tinker: pol}}
+		a.Backends = backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol})
 	})
 	ctx := t.Context()
 	cfg := writeFile(t, "tinker.yaml", "steps: 4\npolicy:\n  backend: tinker\n")

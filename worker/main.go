@@ -5,10 +5,11 @@
 // workers can run on other machines; by default it serves all of them.
 //
 // Every dependency is created once, here: the Postgres store, the logger,
-// the metrics (--metrics-addr: package telemetry) and the step's four ports
+// the metrics (--metrics-addr: package telemetry), the step's four ports
 // (the built-in backend: the suite cache, the policy, the world model and
-// the sandbox grader). The database must be migrated (`wmrl migrate`)
-// before the first run.
+// the sandbox grader) and the worker's named backends, one registration
+// each (registry.go: name, kind, --backends section, factory). The
+// database must be migrated (`wmrl migrate`) before the first run.
 package main
 
 import (
@@ -31,9 +32,7 @@ import (
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
-	"github.com/wmrl/wmrl/internal/backend/realtasks"
 	"github.com/wmrl/wmrl/internal/deployenv"
-	"github.com/wmrl/wmrl/internal/pyrender"
 	"github.com/wmrl/wmrl/internal/pysandbox"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
@@ -137,37 +136,19 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	if err := setBackends(acts, backend.Builtin, suites, wm, sb); err != nil {
 		return err
 	}
-	rf, err := readRemoteFile(o.backends)
+	regs := registrations()
+	f, err := readBackendsFile(o.backends, regs)
 	if err != nil {
 		return err
 	}
-	if acts.Remote, err = remoteBackends(rf, st, os.Getenv); err != nil {
+	w := &wiring{st: st, getenv: os.Getenv, dataDir: o.dataDir, logger: logger, tasks: acts.Tasks,
+		servesWorldModel: serves(o, "worldmodel")}
+	defer w.close()
+	if acts.Backends, err = buildBackends(ctx, w, f, regs); err != nil {
 		return err
 	}
-	if serves(o, "worldmodel") {
-		// The simulated world model (world_model.backend: simulated), for
-		// studying the method: the real score, degraded as the run says.
-		acts.Remote.WorldModels[backend.Simulated] = &builtin.SimulatedWorldModel{Tasks: acts.Tasks.(*builtin.Tasks)}
-	}
-	if rf.Sandbox.Python != nil {
-		py, err := openPython(ctx, *rf.Sandbox.Python, o.dataDir, logger)
-		if err != nil {
-			return err
-		}
-		defer py.Close()
-		pyGrader := &pysandbox.Grader{Sandbox: py, Tasks: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}
-		acts.Remote.Graders[backend.Python] = pyGrader
-		// The built-in policy writes pipeline programs: its runs get them
-		// rendered as Python first.
-		acts.Remote.ProgramGraders = map[string]backend.Grader{backend.Python: &pyrender.Grader{Python: pyGrader}}
-	}
-	// Every worker reads the task store of the shared data directory, for
-	// runs with tasks: store (it may be empty: such a run then fails saying
-	// so).
-	acts.Remote.TaskSources = map[string]backend.TaskSource{
-		backend.TaskStore: &realtasks.Source{Store: tasks.Store{Dir: tasks.StoreDir(o.dataDir)}}}
-	if names := acts.Remote.Names(); len(names) > 0 {
-		logger.Info("remote backends", zap.Strings("backends", names))
+	if names := acts.Backends.Names(); len(names) > 0 {
+		logger.Info("backends", zap.Strings("backends", names))
 	}
 
 	return serveQueues(ctx, o, acts, exp, logger)

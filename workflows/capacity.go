@@ -22,9 +22,8 @@ func (s *stepRun) freeCapacity(ctx workflow.Context) (int, error) {
 	}
 	ctx = options(ctx, activityOptions{queue: QueueSandbox, startToClose: time.Minute, retryFor: s.cfg.Sandbox.RetryBudget()})
 	ctx = summarized(ctx, s.ui, "step %d", s.in.Step)
-	var n int
-	if err := workflow.ExecuteActivity(ctx, activities.NameGraderCapacity,
-		activities.GraderCapacityRequest{RunID: s.in.RunID}).Get(ctx, &n); err != nil {
+	n, err := activities.GraderCapacity.Execute(ctx, activities.GraderCapacityRequest{RunID: s.in.RunID}).Result(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("grader capacity: %w", err)
 	}
 	if n < 0 {

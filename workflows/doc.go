@@ -37,6 +37,9 @@
 // native go statements, channels or selects (workflow.Go, workflow channels
 // and selectors instead), no ranging over maps (workflowcheck runs in
 // `make test`), and every seed comes from (run seed, step, group, sample).
-// Change workflow logic behind workflow.GetVersion and keep the recorded
-// histories in testdata/ replaying.
+// Change workflow logic behind workflow.GetVersion (its change IDs are in
+// versions.go) and keep the recorded histories in testdata/ replaying.
+// Activities are scheduled through their typed contracts
+// (activities.Generate.Execute(ctx, req)), whose requests and responses
+// are the activities package's types: this package imports no store.
 package workflows

@@ -17,7 +17,6 @@ import (
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/store"
 )
 
 // fake records the activity calls of a workflow test and answers them with
@@ -274,12 +273,12 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			return activities.EvaluateResponse{Executed: r.Samples}, nil
 		}).Maybe()
 	env.OnActivity(a.HeldOutScore, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, r activities.HeldOutScoreRequest) (store.HeldOut, error) {
+		func(_ context.Context, r activities.HeldOutScoreRequest) (activities.HeldOutScoreResponse, error) {
 			f.count("HeldOutScore")
 			if f.emptyEval {
-				return store.HeldOut{}, nil
+				return activities.HeldOutScoreResponse{}, nil
 			}
-			return store.HeldOut{Score: 0.25 + float64(r.Version)/100, Tasks: 2, Samples: 4}, nil
+			return activities.HeldOutScoreResponse{Score: 0.25 + float64(r.Version)/100, Tasks: 2, Samples: 4}, nil
 		}).Maybe()
 }
 

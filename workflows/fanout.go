@@ -1,15 +1,20 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"go.temporal.io/sdk/workflow"
 
-// forEach starts start(i) for i in [0, n) with at most limit futures
-// pending, and calls done(i, f) as each future completes. After the first
+	"github.com/wmrl/wmrl/activities"
+)
+
+// forEach starts start(i), an activity of response Resp, for i in [0, n)
+// with at most limit futures pending, and calls done(i, f) as each future
+// completes. After the first
 // error from done it starts nothing new, waits for the pending futures and
 // returns that error. Completion order is recorded in history, so replay
 // calls done in the same order; callers that aggregate should still store
 // results by index and reduce in index order.
-func forEach(ctx workflow.Context, n, limit int, start func(i int) workflow.Future,
-	done func(i int, f workflow.Future) error) error {
+func forEach[Resp any](ctx workflow.Context, n, limit int, start func(i int) activities.Future[Resp],
+	done func(i int, f activities.Future[Resp]) error) error {
 	limit = max(limit, 1)
 	sel := workflow.NewSelector(ctx)
 	next, pending := 0, 0
@@ -18,7 +23,8 @@ func forEach(ctx workflow.Context, n, limit int, start func(i int) workflow.Futu
 		i := next
 		next++
 		pending++
-		sel.AddFuture(start(i), func(f workflow.Future) {
+		f := start(i)
+		sel.AddFuture(f.Future, func(workflow.Future) { // the SDK's own future: a selector takes no other
 			pending--
 			if err := done(i, f); err != nil && first == nil {
 				first = err

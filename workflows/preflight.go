@@ -36,7 +36,7 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 		return options(ctx, activityOptions{queue: queue, startToClose: time.Minute, retryFor: PreflightTimeout})
 	}
 	ui := uiSummaries(ctx)
-	var backends []workflow.Future
+	var backends []activities.Future[activities.PreflightBackendsResponse]
 	var queues []string
 	if workflow.GetVersion(ctx, changePreflightBackends, workflow.DefaultVersion, 1) >= 1 {
 		queues = []string{QueueRollout, QueueGPU}
@@ -48,18 +48,18 @@ func Preflight(ctx workflow.Context, cfg runconfig.Config) (activities.Preflight
 				Queue: strings.TrimPrefix(q, "wmrl-")}
 			qctx := summarized(ask(q), ui, "%s worker: policy %s, world model %s", req.Queue,
 				cmp.Or(req.Policy, "builtin"), cmp.Or(req.WorldModel, "builtin"))
-			backends = append(backends, workflow.ExecuteActivity(qctx, activities.NamePreflightBackends, req))
+			backends = append(backends, activities.PreflightBackends.Execute(qctx, req))
 		}
 	}
-	var res activities.PreflightResponse
 	req := activities.PreflightRequest{Kind: cfg.Sandbox.Kind, Limits: cfg.Sandbox.Limits()}
 	sctx := summarized(ask(QueueSandbox), ui, "sandbox %s: %d MB, %g CPUs, deadline %gs", cmp.Or(req.Kind, "auto"),
 		cfg.Sandbox.MemoryMB, cfg.Sandbox.CPUs, cfg.Sandbox.DeadlineSeconds)
-	if err := workflow.ExecuteActivity(sctx, activities.NamePreflight, req).Get(ctx, &res); err != nil {
+	res, err := activities.Preflight.Execute(sctx, req).Result(ctx)
+	if err != nil {
 		return res, noWorker(err, "sandbox")
 	}
 	for i, f := range backends {
-		if err := f.Get(ctx, nil); err != nil {
+		if err := f.Wait(ctx); err != nil {
 			return res, noWorker(err, strings.TrimPrefix(queues[i], "wmrl-"))
 		}
 	}

@@ -42,7 +42,7 @@ func TestPreflightAsksEveryQueue(t *testing.T) {
 		name   string
 		mode   mode.Mode
 		policy string
-		remote activities.Remote
+		remote *backend.Registry
 		queues []string
 		err    string
 	}{
@@ -50,7 +50,7 @@ func TestPreflightAsksEveryQueue(t *testing.T) {
 		{name: "wmrl", mode: mode.WMRL, queues: []string{QueueGPU, QueueRollout, QueueSandbox, QueueWorldModel}},
 		{name: "missing", mode: mode.GRPO, policy: backend.Tinker, err: `policy.backend: "tinker", but this worker has no such backend`},
 		{name: "refused", mode: mode.GRPO, policy: backend.Tinker,
-			remote: activities.Remote{Policies: map[string]backend.Policy{backend.Tinker: refusingPolicy{}}},
+			remote: backend.MustRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: refusingPolicy{}}),
 			err:    "policy.backend: tinker: 401: the key in TINKER_API_KEY is not valid"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestPreflightAsksEveryQueue(t *testing.T) {
 			env := s.NewTestWorkflowEnvironment()
 			env.RegisterWorkflow(Preflight)
 			activities.Register(env, &activities.Activities{Policy: nopPolicy{}, WorldModel: nopWM{}, Grader: okGrader{},
-				Remote: tt.remote})
+				Backends: tt.remote})
 			var mu sync.Mutex
 			var queues []string
 			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {

@@ -13,7 +13,6 @@ import (
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
-	"github.com/wmrl/wmrl/internal/store"
 )
 
 // Names of the run workflow's query, signals and update.
@@ -162,10 +161,10 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 	cfg, ctl := r.cfg, withControl(ctx)
 	r.st = r.in.State
 	if r.st == nil && r.in.ResumeFrom != "" {
-		var res activities.ResumeRunResponse
 		req := activities.ResumeRunRequest{RunID: r.in.RunID, From: r.in.ResumeFrom, Config: cfg}
 		rctx := summarized(ctl, r.ui, "run %s from %s", r.in.RunID, r.in.ResumeFrom)
-		if err := workflow.ExecuteActivity(rctx, activities.NameResumeRun, req).Get(ctx, &res); err != nil {
+		res, err := activities.ResumeRun.Execute(rctx, req).Result(ctx)
+		if err != nil {
 			return fmt.Errorf("resume from %s: %w", r.in.ResumeFrom, err)
 		}
 		r.st = &RunState{Step: res.Step, Checkpoint: res.Checkpoint, Denoise: res.Denoise, Rho: res.Rho,
@@ -197,10 +196,10 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 		}
 	}
 	if r.st == nil {
-		var created activities.CreateRunResponse
 		req := activities.CreateRunRequest{RunID: r.in.RunID, Config: cfg}
 		cctx := summarized(ctl, r.ui, "run %s: %s, %d steps, seed %d", r.in.RunID, cfg.Mode, cfg.Steps, cfg.Seed)
-		if err := workflow.ExecuteActivity(cctx, activities.NameCreateRun, req).Get(ctx, &created); err != nil {
+		created, err := activities.CreateRun.Execute(cctx, req).Result(ctx)
+		if err != nil {
 			return fmt.Errorf("create run: %w", err)
 		}
 		r.st = &RunState{Checkpoint: created.Checkpoint, AnchorFraction: cfg.Anchors.Fraction, Rho: 1}
@@ -272,10 +271,10 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 	return nil
 }
 
-func (r *runFlow) setState(ctx workflow.Context, s store.RunState) error {
+func (r *runFlow) setState(ctx workflow.Context, s activities.RunState) error {
 	req := activities.SetRunStateRequest{RunID: r.in.RunID, State: s}
 	cctx := summarized(withControl(ctx), r.ui, "%s at step %d", s, r.st.Step)
-	return workflow.ExecuteActivity(cctx, activities.NameSetRunState, req).Get(ctx, nil)
+	return activities.SetRunState.Execute(cctx, req).Wait(ctx)
 }
 
 // loop runs the steps: it waits while paused, ends early when stopped,
@@ -290,7 +289,7 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 	stepsHere := 0
 	for st.Step < cfg.Steps {
 		if st.Paused && !st.Stopping {
-			if err := r.setState(ctx, store.RunPaused); err != nil {
+			if err := r.setState(ctx, activities.RunPaused); err != nil {
 				return RunResult{}, fmt.Errorf("record pause: %w", err)
 			}
 			logger.Info("paused", "step", st.Step)
@@ -298,7 +297,7 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			if err := workflow.Await(ctx, func() bool { return !st.Paused || st.Stopping }); err != nil {
 				return RunResult{}, err
 			}
-			if err := r.setState(ctx, store.RunRunning); err != nil {
+			if err := r.setState(ctx, activities.RunRunning); err != nil {
 				return RunResult{}, fmt.Errorf("record resume: %w", err)
 			}
 			r.details(ctx)
@@ -344,7 +343,7 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			return RunResult{}, err
 		}
 	}
-	if err := r.setState(ctx, store.RunCompleted); err != nil {
+	if err := r.setState(ctx, activities.RunCompleted); err != nil {
 		return RunResult{}, fmt.Errorf("record completion: %w", err)
 	}
 	r.completed = true
@@ -374,7 +373,7 @@ func (r *runFlow) step(ctx workflow.Context) error {
 	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
 		// Record the failure for `wmrl list`; the run can be resumed
 		// from its last completed step.
-		if serr := r.setState(ctx, store.RunFailed); serr != nil {
+		if serr := r.setState(ctx, activities.RunFailed); serr != nil {
 			r.logger.Error("record failure", "error", serr)
 		}
 		return fmt.Errorf("step %d: %w", st.Step, err)
@@ -411,10 +410,10 @@ func (r *runFlow) refreshWorldModel(ctx workflow.Context, last int) error {
 	}
 	req := activities.RefreshRequest{RunID: r.in.RunID, Step: last, SuiteSeed: r.cfg.SuiteSeed,
 		MinPairs: r.cfg.WorldModel.Refresh.MinPairs}
-	var res activities.RefreshResponse
 	rctx := summarized(withRefresh(ctx), r.ui, "on the anchor pairs of steps 0..%d", last)
-	if err := workflow.ExecuteActivity(rctx, activities.NameRefreshWorldModel, req).Get(ctx, &res); err != nil {
-		if serr := r.setState(ctx, store.RunFailed); serr != nil {
+	res, err := activities.RefreshWorldModel.Execute(rctx, req).Result(ctx)
+	if err != nil {
+		if serr := r.setState(ctx, activities.RunFailed); serr != nil {
 			r.logger.Error("record failure", "error", serr)
 		}
 		return fmt.Errorf("refresh world model after step %d: %w", last, err)
@@ -464,14 +463,14 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	version := workflow.GetVersion(ctx, changeEvalV2, workflow.DefaultVersion, 1)
 	logger := workflow.GetLogger(ctx)
 	ctl := withControl(ctx)
-	var tasks activities.HeldOutTasksResponse
 	treq := activities.HeldOutTasksRequest{SuiteSeed: cfg.SuiteSeed, Limit: cfg.Eval.Tasks}
 	if workflow.GetVersion(ctx, changeEvalTasksOfRun, workflow.DefaultVersion, 1) >= 1 {
 		treq.RunID = runID
 	}
 	v := st.Checkpoint.Version
 	tctx := summarized(ctl, ui, "checkpoint %d: %d tasks", v, cfg.Eval.Tasks)
-	if err := workflow.ExecuteActivity(tctx, activities.NameHeldOutTasks, treq).Get(ctx, &tasks); err != nil {
+	tasks, err := activities.HeldOutTasks.Execute(tctx, treq).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("held-out tasks: %w", err)
 	}
 	ev := withEvaluate(ctx, cfg)
@@ -479,13 +478,13 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 		ev = withEvaluateUntilVerdict(ctx, cfg)
 	}
 	limits := cfg.Sandbox.Limits()
-	err := forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) workflow.Future {
+	err = forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) activities.Future[activities.EvaluateResponse] {
 		ectx := summarized(ev, ui, "checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
-		return workflow.ExecuteActivity(ectx, activities.NameEvaluate, activities.EvaluateRequest{
+		return activities.Evaluate.Execute(ectx, activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
 			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
-	}, func(i int, f workflow.Future) error {
-		err := f.Get(ctx, nil)
+	}, func(i int, f activities.Future[activities.EvaluateResponse]) error {
+		err := f.Wait(ctx)
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() == activities.ErrInvalidInput {
 			return fmt.Errorf("evaluate %s: %w", tasks.TaskIDs[i], err)
@@ -502,10 +501,10 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 	if err != nil {
 		return err
 	}
-	var h store.HeldOut
 	hreq := activities.HeldOutScoreRequest{RunID: runID, Version: st.Checkpoint.Version}
 	hctx := summarized(ctl, ui, "checkpoint %d", v)
-	if err := workflow.ExecuteActivity(hctx, activities.NameHeldOutScore, hreq).Get(ctx, &h); err != nil {
+	h, err := activities.HeldOutScore.Execute(hctx, hreq).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("held-out score: %w", err)
 	}
 	if version >= 1 && (h.Tasks == 0 || h.Samples == 0) {

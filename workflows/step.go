@@ -55,84 +55,6 @@ type StepResult struct {
 // StepWorkflowID is the workflow ID of step n of a run.
 func StepWorkflowID(runID string, step int) string { return fmt.Sprintf("%s/step-%d", runID, step) }
 
-// Workflow changes, checked with workflow.GetVersion so that histories
-// recorded before a change replay with the code that made them.
-const (
-	// changeStepV2 (version 1): StartStep and FinishStep run as local
-	// activities; RecordAnchors, Calibrate and Fuse run as one activity
-	// (CalibrateAndFuse); an execution is retried until it has a verdict
-	// (for at most sandbox.retry_hours), so an infrastructure outage never
-	// leaves a trajectory ungraded; a step whose ungraded share exceeds
-	// max_ungraded fails.
-	changeStepV2 = "step-v2"
-	// changeEvalV2 (version 1): a held-out evaluation is retried until it
-	// has a verdict (for at most sandbox.retry_hours) instead of leaving a
-	// task out, and an evaluation of no task is an error, never a score.
-	changeEvalV2 = "eval-v2"
-	// changeEvalTasksOfRun (version 1): HeldOutTasks names the run, so the
-	// held-out tasks come from the run's task source (tasks: store);
-	// before it, from the built-in suite of the suite seed.
-	changeEvalTasksOfRun = "eval-tasks-of-run"
-	// changeResumeV2 (version 1): a resumed run starts with the old run's
-	// anchor fraction (as its last completed step used it), that step's
-	// anchor groups and the held-out score of the checkpoint it resumes
-	// from, as the ResumeRun activity rebuilds them; before it, with the
-	// config's fraction, no anchor groups and no held-out score.
-	changeResumeV2 = "resume-v2"
-	// changeStepPipeline (version 1, with changeStepV2): the anchor groups
-	// are chosen first, and each group's ScoreWorldModel and executions
-	// start as soon as its Generate is done, under one bound of
-	// parallelism activities, instead of each stage waiting for every group
-	// of the one before; CalibrateAndFuse runs as a local activity.
-	changeStepPipeline = "step-pipeline"
-	// changeRunSignalsAtCAN (version 1): before continuing as new, the run
-	// lets its signal listeners apply the signals of the current workflow
-	// task, so a stop (or pause) that arrives with the step completion
-	// that triggers continue-as-new is carried over; before it, such a
-	// signal could be lost.
-	changeRunSignalsAtCAN = "run-signals-at-can"
-	// changePreflightBackends (version 1): the preflight also asks a
-	// rollout, a gpu and (when the mode uses it) a worldmodel worker
-	// whether it has the policy and world-model backends the run names,
-	// and whether they answer.
-	changePreflightBackends = "preflight-backends"
-	// changeGraderCapacity (version 1, with anchors.from_grader only): the
-	// anchor groups are also capped by the grader's capacity, asked at
-	// the step's start (activity GraderCapacity on the sandbox queue).
-	changeGraderCapacity = "grader-capacity"
-	// changeActiveAnchors (version 1, asked only in runs with
-	// anchors.active enabled): the step asks AnchorUncertainty (a local
-	// activity) for each group's uncertainty and chooses its anchor groups
-	// by anchors.SelectActive, whose weights go with the anchor pairs and
-	// the denoiser's s².
-	changeActiveAnchors = "active-anchors"
-	// changeSignalGate (version 1, asked only in steps whose fusion
-	// returned a signal gate decision, denoise.signal_window > 0): the
-	// decision is recorded in the step's metrics and shown in its line.
-	changeSignalGate = "signal-gate"
-	// changeAdaptiveAnchors (version 1, asked only in runs with
-	// anchors.adaptive set): after a step whose denoiser is calibrated,
-	// the run moves its anchor fraction by anchors.Adapt; a resumed run
-	// moves the fraction of the old run's last step by that step's ρ, as
-	// the old run would have.
-	changeAdaptiveAnchors = "adaptive-anchors"
-	// changeWorldModelRefresh (version 1): a run with world_model.refresh
-	// retrains its world model every refresh.every steps (activity
-	// RefreshWorldModel on the worldmodel queue), and its steps are scored
-	// by the latest version (ScoreRequest.WorldModel) and calibrated on
-	// the pairs that version scored (CalibrateRequest.FromStep). Only runs
-	// with the section reach the check, so no earlier history meets it.
-	changeWorldModelRefresh = "world-model-refresh"
-	// changeUISummaries (version 1): an audit a person can read in the
-	// Temporal Web UI (summary.go): every activity carries a one-line
-	// summary, each step child workflow a static summary and details, and
-	// the step and run workflows set their current details (the step's
-	// result line, the run's progress). User metadata adds no command, so
-	// it changes no replay; it is behind the change all the same, so a
-	// replayed history shows what its run showed.
-	changeUISummaries = "ui-summaries"
-)
-
 // TrainingStep runs one training step (docs/design.md, "The step workflow"): the
 // stages below, in order, each a helper of stepRun.
 func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
@@ -209,10 +131,10 @@ func (s *stepRun) start(ctx workflow.Context) error {
 	var err error
 	if s.version >= 1 {
 		lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d", s.in.Step)
-		err = workflow.ExecuteLocalActivity(lctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		err = activities.StartStep.ExecuteLocal(lctx, s.stepRequest()).Wait(ctx)
 	} else {
 		cctx := summarized(withControl(ctx), s.ui, "step %d", s.in.Step)
-		err = workflow.ExecuteActivity(cctx, activities.NameStartStep, s.stepRequest()).Get(ctx, nil)
+		err = activities.StartStep.Execute(cctx, s.stepRequest()).Wait(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("start step: %w", err)
@@ -267,9 +189,9 @@ func (s *stepRun) genInto(g int) any {
 
 func (s *stepRun) generate(ctx workflow.Context) error {
 	rollout := withRollout(ctx)
-	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
-	}, func(g int, f workflow.Future) error {
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) activities.Future[activities.GenerateResponse] {
+		return activities.Generate.Execute(s.generateCtx(rollout, g), s.generateRequest(g))
+	}, func(g int, f activities.Future[activities.GenerateResponse]) error {
 		if err := f.Get(ctx, s.genInto(g)); err != nil {
 			return fmt.Errorf("generate group %d: %w", g, err)
 		}
@@ -305,9 +227,9 @@ func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
 func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
-	var u activities.AnchorUncertaintyResponse
 	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
-	if err := workflow.ExecuteLocalActivity(lctx, activities.NameAnchorUncertainty, req).Get(ctx, &u); err != nil {
+	u, err := activities.AnchorUncertainty.ExecuteLocal(lctx, req).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("anchor uncertainty: %w", err)
 	}
 	if len(u.Uncertainty) != s.cfg.Groups {
@@ -333,10 +255,10 @@ func (s *stepRun) scoreWorldModel(ctx workflow.Context) error {
 		return nil
 	}
 	wm := withWorldModel(ctx)
-	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) workflow.Future {
-		return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
-	}, func(g int, f workflow.Future) error {
-		if err := f.Get(ctx, nil); err != nil {
+	return forEach(ctx, s.cfg.Groups, s.cfg.Parallelism, func(g int) activities.Future[activities.ScoreResponse] {
+		return activities.ScoreWorldModel.Execute(s.scoreCtx(wm, g), s.scoreRequest(g))
+	}, func(g int, f activities.Future[activities.ScoreResponse]) error {
+		if err := f.Wait(ctx); err != nil {
 			return fmt.Errorf("score group %d: %w", g, err)
 		}
 		return nil
@@ -413,10 +335,9 @@ func (s *stepRun) execute(ctx workflow.Context) error {
 	execs := make([]activities.ExecuteResponse, len(groups)*n)
 	graded := make([]bool, len(execs))
 	sb := s.sandboxOptions(ctx)
-	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) workflow.Future {
-		return workflow.ExecuteActivity(s.executeCtx(sb, groups[i/n], i%n), activities.NameExecute,
-			s.executeRequest(groups[i/n], i%n))
-	}, func(i int, f workflow.Future) error {
+	err := forEach(ctx, len(execs), s.cfg.Parallelism, func(i int) activities.Future[activities.ExecuteResponse] {
+		return activities.Execute.Execute(s.executeCtx(sb, groups[i/n], i%n), s.executeRequest(groups[i/n], i%n))
+	}, func(i int, f activities.Future[activities.ExecuteResponse]) error {
 		var err error
 		graded[i], err = s.executeDone(groups[i/n], i%n, f.Get(ctx, &execs[i]))
 		return err
@@ -476,7 +397,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			ok := run(ctx, func() workflow.Future {
-				return workflow.ExecuteActivity(s.generateCtx(rollout, g), activities.NameGenerate, s.generateRequest(g))
+				return activities.Generate.Execute(s.generateCtx(rollout, g), s.generateRequest(g))
 			}, func(f workflow.Future) error {
 				if err := f.Get(ctx, s.genInto(g)); err != nil {
 					return fmt.Errorf("generate group %d: %w", g, err)
@@ -492,7 +413,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 				workflow.Go(ctx, func(ctx workflow.Context) {
 					defer inner.Done()
 					run(ctx, func() workflow.Future {
-						return workflow.ExecuteActivity(s.scoreCtx(wm, g), activities.NameScoreWorldModel, s.scoreRequest(g))
+						return activities.ScoreWorldModel.Execute(s.scoreCtx(wm, g), s.scoreRequest(g))
 					}, func(f workflow.Future) error {
 						if err := f.Get(ctx, nil); err != nil {
 							return fmt.Errorf("score group %d: %w", g, err)
@@ -508,7 +429,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 						defer inner.Done()
 						j := k*n + i
 						run(ctx, func() workflow.Future {
-							return workflow.ExecuteActivity(s.executeCtx(sb, g, i), activities.NameExecute, s.executeRequest(g, i))
+							return activities.Execute.Execute(s.executeCtx(sb, g, i), s.executeRequest(g, i))
 						}, func(f workflow.Future) error {
 							var err error
 							graded[j], err = s.executeDone(g, i, f.Get(ctx, &execs[j]))
@@ -550,38 +471,38 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		AnchorWeights: s.res.AnchorWeights, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
 	var fused activities.FuseResponse
 	if s.version >= 1 {
-		var r activities.CalibrateAndFuseResponse
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
 		const format = "step %d: %s, %d anchor groups"
-		var f workflow.Future
+		var f activities.Future[activities.CalibrateAndFuseResponse]
 		if s.pipeline {
 			lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors))
-			f = workflow.ExecuteLocalActivity(lctx, activities.NameCalibrateAndFuse, req)
+			f = activities.CalibrateAndFuse.ExecuteLocal(lctx, req)
 		} else {
-			f = workflow.ExecuteActivity(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)),
-				activities.NameCalibrateAndFuse, req)
+			f = activities.CalibrateAndFuse.Execute(summarized(ctl, s.ui, format, s.in.Step, s.cfg.Mode, len(s.res.Anchors)), req)
 		}
-		if err := f.Get(ctx, &r); err != nil {
+		r, err := f.Result(ctx)
+		if err != nil {
 			return fmt.Errorf("calibrate and fuse: %w", err)
 		}
 		s.res.Calibration, fused = r.Calibration, r.Fuse
 	} else {
 		if record != nil {
 			rctx := summarized(ctl, s.ui, "step %d: groups %v", s.in.Step, record.Groups)
-			if err := workflow.ExecuteActivity(rctx, activities.NameRecordAnchors, *record).Get(ctx, nil); err != nil {
+			if err := activities.RecordAnchors.Execute(rctx, *record).Wait(ctx); err != nil {
 				return fmt.Errorf("record anchors: %w", err)
 			}
 		}
 		if calibrate != nil {
-			var c activities.CalibrationSummary
 			cctx := summarized(ctl, s.ui, "step %d", s.in.Step)
-			if err := workflow.ExecuteActivity(cctx, activities.NameCalibrate, *calibrate).Get(ctx, &c); err != nil {
+			c, err := activities.Calibrate.Execute(cctx, *calibrate).Result(ctx)
+			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			s.res.Calibration = &c
 		}
 		fctx := summarized(ctl, s.ui, "step %d: %s, %d anchor groups", s.in.Step, s.cfg.Mode, len(s.res.Anchors))
-		if err := workflow.ExecuteActivity(fctx, activities.NameFuse, fuse).Get(ctx, &fused); err != nil {
+		var err error
+		if fused, err = activities.Fuse.Execute(fctx, fuse).Result(ctx); err != nil {
 			return fmt.Errorf("fuse: %w", err)
 		}
 	}
@@ -609,10 +530,10 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 }
 
 func (s *stepRun) update(ctx workflow.Context) error {
-	var up activities.UpdateResponse
 	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
 	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
-	if err := workflow.ExecuteActivity(gctx, activities.NameUpdate, req).Get(ctx, &up); err != nil {
+	up, err := activities.Update.Execute(gctx, req).Result(ctx)
+	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
 	s.res.Checkpoint = up.Checkpoint
@@ -629,11 +550,9 @@ func (s *stepRun) finish(ctx workflow.Context) error {
 		line = stepLine(s.in.Step, s.res)
 	}
 	if s.version >= 1 {
-		err = workflow.ExecuteLocalActivity(summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "%s", line),
-			activities.NameFinishStep, req).Get(ctx, nil)
+		err = activities.FinishStep.ExecuteLocal(summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "%s", line), req).Wait(ctx)
 	} else {
-		err = workflow.ExecuteActivity(summarized(withControl(ctx), s.ui, "%s", line),
-			activities.NameFinishStep, req).Get(ctx, nil)
+		err = activities.FinishStep.Execute(summarized(withControl(ctx), s.ui, "%s", line), req).Wait(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("finish step: %w", err)

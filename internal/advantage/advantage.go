@@ -3,6 +3,8 @@ package advantage
 import (
 	"fmt"
 	"math"
+
+	"github.com/wmrl/wmrl/internal/fielderr"
 )
 
 // Config holds the advantage settings.
@@ -25,10 +27,10 @@ func Default() Config {
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	if math.IsNaN(c.Eps) || c.Eps <= 0 || c.Eps > 1 {
-		return fmt.Errorf("eps: %v, want a small positive number, at most 1", c.Eps)
+		return fielderr.New("eps", "%v, want a small positive number, at most 1", c.Eps)
 	}
 	if c.MinGraded < 2 {
-		return fmt.Errorf("min_graded: %d, want at least 2", c.MinGraded)
+		return fielderr.New("min_graded", "%d, want at least 2", c.MinGraded)
 	}
 	return nil
 }

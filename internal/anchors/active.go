@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/wmrl/wmrl/internal/fielderr"
 	"github.com/wmrl/wmrl/internal/seed"
 )
 
@@ -28,11 +29,11 @@ type Active struct {
 func (a Active) Validate() error {
 	switch {
 	case !finiteIn(a.Mix, 0, 1):
-		return fmt.Errorf("mix: %v, want a value in [0, 1]", a.Mix)
+		return fielderr.New("mix", "%v, want a value in [0, 1]", a.Mix)
 	case !finiteIn(a.Floor, 0, 1):
-		return fmt.Errorf("floor: %v, want a value in [0, 1]", a.Floor)
+		return fielderr.New("floor", "%v, want a value in [0, 1]", a.Floor)
 	case a.Mix == 1 && a.Floor == 0:
-		return fmt.Errorf("floor: 0 with mix 1 leaves the weights unbounded, want a floor above 0 or a mix below 1")
+		return fielderr.New("floor", "0 with mix 1 leaves the weights unbounded, want a floor above 0 or a mix below 1")
 	}
 	return nil
 }
@@ -309,13 +310,13 @@ type Adaptive struct {
 func (a Adaptive) Validate() error {
 	switch {
 	case math.IsNaN(a.TargetRho) || math.IsInf(a.TargetRho, 0) || a.TargetRho < 1:
-		return fmt.Errorf("target_rho: %v, want a finite value at least 1 (ρ is never below 1)", a.TargetRho)
+		return fielderr.New("target_rho", "%v, want a finite value at least 1 (ρ is never below 1)", a.TargetRho)
 	case !finiteIn(a.Floor, 0, 1):
-		return fmt.Errorf("floor: %v, want a value in [0, 1]", a.Floor)
+		return fielderr.New("floor", "%v, want a value in [0, 1]", a.Floor)
 	case !finiteIn(a.Ceiling, a.Floor, 1):
-		return fmt.Errorf("ceiling: %v, want a value in [floor %v, 1]", a.Ceiling, a.Floor)
+		return fielderr.New("ceiling", "%v, want a value in [floor %v, 1]", a.Ceiling, a.Floor)
 	case math.IsNaN(a.Gain) || math.IsInf(a.Gain, 0) || a.Gain <= 0:
-		return fmt.Errorf("gain: %v, want a finite value above 0", a.Gain)
+		return fielderr.New("gain", "%v, want a finite value above 0", a.Gain)
 	}
 	return nil
 }

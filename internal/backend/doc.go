@@ -10,12 +10,15 @@
 //     a score on the reward ladder or ungraded, and what it cost;
 //   - TaskSource: the tasks of a suite, by split and by id.
 //
-// A backend (the built-in CPU pieces in package builtin; later the Tinker
-// training API, an OpenAI-compatible world model, /grade HTTP graders) is one
-// adapter package satisfying some of them. The worker picks the adapters
-// once, in main, from the names a run's configuration may use (policy.backend,
-// world_model.backend: Builtin is the only one today); the activities import
-// this package only.
+// A backend (the built-in CPU pieces in package builtin, the Tinker training
+// API, an OpenAI-compatible world model, /grade HTTP graders, the Python
+// sandbox) is one adapter package satisfying some of them. The worker builds
+// the adapters once, in main, one registration each, into a Registry by
+// kind (the run-config field that names them: policy.backend,
+// world_model.backend, sandbox.kind, tasks) and name; the activities and the
+// preflight look a run's backends up there and import this package only.
+// A run's settings of a backend travel with the requests to it
+// (PolicySettings in a SampleRequest, WorldModelSettings in a ScoreRequest).
 //
 // Every request carries what a remote adapter needs to be safe under
 // Temporal's retries: the seeds that make sampling deterministic, and an
@@ -28,6 +31,6 @@
 // 429, 5xx, a missing file) as a plain error, which Temporal retries. A
 // solution's own failure is never an error: it is a Grade.
 //
-// This package imports nothing of wmrl, so that adapters and the packages
-// they wrap can depend on it.
+// This package imports nothing of wmrl but internal/fielderr (a leaf), so
+// that adapters and the packages they wrap can depend on it.
 package backend

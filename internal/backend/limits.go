@@ -27,19 +27,21 @@ func DefaultLimits() Limits {
 	return Limits{MemoryBytes: 512 << 20, CPUs: 1, Pids: 64, Deadline: 30 * time.Second}
 }
 
-// Static bounds of the limits, whatever the machine.
+// Static bounds of the limits, whatever the machine: Check's, and the run
+// config's bounds on sandbox.memory_mb, sandbox.cpus and
+// sandbox.deadline_seconds.
 const (
-	minMemoryBytes = 32 << 20 // the executor's runtime and a small job
-	maxMemoryBytes = 1 << 40  // runconfig's bound on sandbox.memory_mb
-	// minCPUs is the smallest CPU quota Docker accepts.
-	minCPUs = 0.01
-	// maxCPUs bounds GOMAXPROCS = ceil(CPUs), which the Go runtime
+	MinMemoryBytes = 32 << 20 // the executor's runtime and a small job
+	MaxMemoryBytes = 1 << 40
+	// MinCPUs is the smallest CPU quota Docker accepts.
+	MinCPUs = 0.01
+	// MaxCPUs bounds GOMAXPROCS = ceil(CPUs), which the Go runtime
 	// allocates for before the executor can limit itself: GOMAXPROCS=1e9
 	// makes it map 8 GB at start-up and never reach main.
-	maxCPUs     = 1024
+	MaxCPUs     = 1024
 	minPids     = 8       // the Go runtime needs threads
 	maxPids     = 1 << 22 // Linux's largest pid_max
-	maxDeadline = 24 * time.Hour
+	MaxDeadline = 24 * time.Hour
 )
 
 // Run-config fields (runconfig.Sandbox's YAML keys) that limit errors name.
@@ -93,18 +95,18 @@ func DeadlineError(d time.Duration, format string, args ...any) *LimitError {
 func (l Limits) Check() error {
 	var errs []error
 	switch {
-	case l.MemoryBytes < minMemoryBytes:
-		errs = append(errs, MemoryError(l.MemoryBytes, "is below the minimum of %d", minMemoryBytes>>20))
-	case l.MemoryBytes > maxMemoryBytes:
-		errs = append(errs, MemoryError(l.MemoryBytes, "exceeds the maximum of %d", maxMemoryBytes>>20))
+	case l.MemoryBytes < MinMemoryBytes:
+		errs = append(errs, MemoryError(l.MemoryBytes, "is below the minimum of %d", MinMemoryBytes>>20))
+	case l.MemoryBytes > MaxMemoryBytes:
+		errs = append(errs, MemoryError(l.MemoryBytes, "exceeds the maximum of %d", MaxMemoryBytes>>20))
 	}
 	switch {
 	case math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) || l.CPUs <= 0:
 		errs = append(errs, CPUsError(l.CPUs, "is not a positive number"))
-	case l.CPUs < minCPUs:
-		errs = append(errs, CPUsError(l.CPUs, "is below the minimum of %v", minCPUs))
-	case l.CPUs > maxCPUs:
-		errs = append(errs, CPUsError(l.CPUs, "exceeds the maximum of %d", maxCPUs))
+	case l.CPUs < MinCPUs:
+		errs = append(errs, CPUsError(l.CPUs, "is below the minimum of %v", MinCPUs))
+	case l.CPUs > MaxCPUs:
+		errs = append(errs, CPUsError(l.CPUs, "exceeds the maximum of %d", MaxCPUs))
 	}
 	switch {
 	case l.Pids < minPids:
@@ -115,8 +117,8 @@ func (l Limits) Check() error {
 	switch {
 	case l.Deadline <= 0:
 		errs = append(errs, DeadlineError(l.Deadline, "is not positive"))
-	case l.Deadline > maxDeadline:
-		errs = append(errs, DeadlineError(l.Deadline, "exceeds the maximum of %v", maxDeadline.Seconds()))
+	case l.Deadline > MaxDeadline:
+		errs = append(errs, DeadlineError(l.Deadline, "exceeds the maximum of %v", MaxDeadline.Seconds()))
 	}
 	return errors.Join(errs...)
 }

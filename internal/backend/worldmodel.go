@@ -2,8 +2,10 @@ package backend
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"math"
+
+	"github.com/wmrl/wmrl/internal/fielderr"
 )
 
 // ScoreItem is one (task, solution) pair to score.
@@ -50,22 +52,53 @@ type Simulation struct {
 	Seed  uint64
 }
 
-// Check refuses a simulation out of bounds.
+// Check refuses a simulation out of bounds, naming the run-config field:
+// these are the only bounds of world_model.simulated (runconfig validates
+// a run's section with Check).
 func (s Simulation) Check() error {
 	switch {
-	case math.IsNaN(s.Noise) || s.Noise < 0 || s.Noise > 1:
-		return fmt.Errorf("world_model.simulated.noise: %v, want [0,1]", s.Noise)
-	case math.IsNaN(s.Bias) || s.Bias < -1 || s.Bias > 1:
-		return fmt.Errorf("world_model.simulated.bias: %v, want [-1,1]", s.Bias)
+	case math.IsNaN(s.Noise) || math.IsInf(s.Noise, 0) || s.Noise < 0 || s.Noise > 1:
+		return fielderr.New("world_model.simulated.noise", "must be in [0,1], got %v", s.Noise)
+	case math.IsNaN(s.Bias) || math.IsInf(s.Bias, 0) || s.Bias < -1 || s.Bias > 1:
+		return fielderr.New("world_model.simulated.bias", "must be in [-1,1], got %v", s.Bias)
 	}
 	return nil
 }
 
-// Simulator is a world model whose quality the run sets (a simulation,
-// for studying the method): ScoreSimulated scores as Score does, degraded
-// as s says.
-type Simulator interface {
-	ScoreSimulated(ctx context.Context, items []ScoreItem, s Simulation) ([]Prediction, error)
+// WorldModelSettings are a run's settings of its world model (the run
+// config's world_model section) for the adapters that take any; they
+// travel with each scoring request (ScoreRequest), as PolicySettings do
+// with a policy's. A world model without settings never sees them.
+type WorldModelSettings struct {
+	// Simulation is world_model.simulated, seeded by the run seed.
+	Simulation Simulation
+}
+
+// ScoreRequest is a batch of items to score under a run's settings.
+type ScoreRequest struct {
+	Items    []ScoreItem
+	Settings WorldModelSettings
+}
+
+// SettingsScorer is a world model whose scores depend on the run's
+// settings (the simulated world model: its noise and bias): Score hands it
+// the whole request.
+type SettingsScorer interface {
+	ScoreWith(ctx context.Context, req ScoreRequest) ([]Prediction, error)
+}
+
+// Score scores req's items with wm: by ScoreWith when wm takes settings,
+// else by its Score. A request that sets a simulation for a world model
+// that takes no settings is a *PermanentError (the run config refuses
+// world_model.simulated for any backend but simulated).
+func Score(ctx context.Context, wm WorldModel, req ScoreRequest) ([]Prediction, error) {
+	if s, ok := wm.(SettingsScorer); ok {
+		return s.ScoreWith(ctx, req)
+	}
+	if sim := req.Settings.Simulation; sim.Noise != 0 || sim.Bias != 0 {
+		return nil, Permanent(errors.New("world_model.simulated: set, but the run's world model takes no settings"))
+	}
+	return wm.Score(ctx, req.Items)
 }
 
 // TrainItem is one real execution a world model may learn from: an anchor

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/wmrl/wmrl/internal/fielderr"
 	"github.com/wmrl/wmrl/internal/isotonic"
 )
 
@@ -68,13 +69,13 @@ const (
 func (c Config) Validate() error {
 	switch {
 	case c.Method != MethodPAVA && c.Method != MethodBinned:
-		return fmt.Errorf("method: %q is not %q or %q", c.Method, MethodPAVA, MethodBinned)
+		return fielderr.New("method", "%q is not %q or %q", c.Method, MethodPAVA, MethodBinned)
 	case c.Bins < 1 || c.Bins > maxBins:
-		return fmt.Errorf("bins: %d, want 1 to %d", c.Bins, maxBins)
+		return fielderr.New("bins", "%d, want 1 to %d", c.Bins, maxBins)
 	case c.MinPairs < 0 || c.MinPairs > maxPairs:
-		return fmt.Errorf("min_pairs: %d, want 0 to %d", c.MinPairs, maxPairs)
+		return fielderr.New("min_pairs", "%d, want 0 to %d", c.MinPairs, maxPairs)
 	case c.Window < 0 || c.Window > maxPairs:
-		return fmt.Errorf("window: %d, want 0 (all pairs) to %d", c.Window, maxPairs)
+		return fielderr.New("window", "%d, want 0 (all pairs) to %d", c.Window, maxPairs)
 	}
 	return nil
 }

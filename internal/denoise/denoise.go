@@ -3,6 +3,8 @@ package denoise
 import (
 	"fmt"
 	"math"
+
+	"github.com/wmrl/wmrl/internal/fielderr"
 )
 
 // MinVarY is the population variance of the real scores below which a group
@@ -107,19 +109,19 @@ type Config struct {
 // Validate reports the first invalid field.
 func (c Config) Validate() error {
 	if !finite(c.HalfLife) || c.HalfLife <= 0 {
-		return fmt.Errorf("half_life: %v, want a positive number of groups", c.HalfLife)
+		return fielderr.New("half_life", "%v, want a positive number of groups", c.HalfLife)
 	}
 	if c.WarmUp < 1 {
-		return fmt.Errorf("warm_up: %d, want at least 1 group", c.WarmUp)
+		return fielderr.New("warm_up", "%d, want at least 1 group", c.WarmUp)
 	}
 	if math.IsNaN(c.RhoMax) || (c.RhoMax != 0 && c.RhoMax < 1) {
-		return fmt.Errorf("rho_max: %v, want 0 (no cap) or at least 1", c.RhoMax)
+		return fielderr.New("rho_max", "%v, want 0 (no cap) or at least 1", c.RhoMax)
 	}
 	if !finite(c.Eta2Floor) || c.Eta2Floor < 0 {
-		return fmt.Errorf("eta2_floor: %v, want a finite number at least 0 (0: no floor)", c.Eta2Floor)
+		return fielderr.New("eta2_floor", "%v, want a finite number at least 0 (0: no floor)", c.Eta2Floor)
 	}
 	if c.SignalWindow != 0 && (c.SignalWindow < MinSignalGroups || c.SignalWindow > MaxSignalWindow) {
-		return fmt.Errorf("signal_window: %d, want 0 (no gate) or %d to %d groups", c.SignalWindow, MinSignalGroups, MaxSignalWindow)
+		return fielderr.New("signal_window", "%d, want 0 (no gate) or %d to %d groups", c.SignalWindow, MinSignalGroups, MaxSignalWindow)
 	}
 	return nil
 }

@@ -21,7 +21,17 @@
 // The debias, denoise and advantage sections are validated by their owners
 // (debias.Config, which is the debias section itself, denoise.Config and
 // advantage.Config), one field at a time so that every invalid field is
-// still reported under its path.
+// still reported under its path; anchors.active and anchors.adaptive by
+// anchors.Active and anchors.Adaptive, world_model.simulated by
+// backend.Simulation, and the sandbox limits against backend.Limits'
+// bounds, so each field's bounds are written once. Every problem is a
+// *fielderr.Error (path, line, message): an owner's error is put under the
+// section's path by its fields, never by parsing its message.
+//
+// The files: schema.go (the types and what they derive: limits, the
+// debiaser's, denoiser's and advantages' configurations), decode.go (the
+// strict YAML decoder, which records each field's line and checks numbers
+// as written) and validate.go (one check per field, and the bounds).
 //
 // Presets: tiny (tests: a few small groups, seconds), demo (a short run that
 // finishes in minutes on two cores), small and default.

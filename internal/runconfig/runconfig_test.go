@@ -144,8 +144,8 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Policy.LearningRate = 0 }, "policy.learning_rate:"},
 		{func(c *Config) { c.Policy.KLCoef = -1 }, "policy.kl_coef:"},
 		{func(c *Config) { c.Policy.Hidden = 0 }, "policy.hidden:"},
-		{func(c *Config) { c.Policy.Backend = "vllm" }, "policy.backend:"},
-		{func(c *Config) { c.WorldModel.Backend = "tinker" }, "world_model.backend:"},
+		{func(c *Config) { c.Policy.Backend = "vLLM" }, "policy.backend:"},
+		{func(c *Config) { c.WorldModel.Backend = "tinker:8000" }, "world_model.backend:"},
 		{func(c *Config) { c.WorldModel.Refresh.Every = -1 }, "world_model.refresh.every:"},
 		{func(c *Config) { c.WorldModel.Refresh = Refresh{Every: 5, MinPairs: -1} }, "world_model.refresh.min_pairs:"},
 		{func(c *Config) { c.WorldModel.Refresh.MinPairs = 8 }, "world_model.refresh.min_pairs: is set"},
@@ -153,13 +153,13 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Mode, c.WorldModel.Refresh.Every = mode.WM, 5 }, "world_model.refresh.every: mode wm"},
 		{func(c *Config) { c.Mode, c.WorldModel.Refresh.Every = mode.Anchor, 5 }, "world_model.refresh.every: mode anchor"},
 		{func(c *Config) { c.WorldModel.Backend, c.WorldModel.Refresh.Every = "openai", 5 }, "world_model.refresh.every: world_model.backend \"openai\""},
-		{func(c *Config) { c.Tasks = "disk" }, "tasks:"},
+		{func(c *Config) { c.Tasks = "/disk" }, "tasks:"},
 		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
 		{func(c *Config) { c.ContinueAsNewEvery = 0 }, "continue_as_new_every:"},
-		{func(c *Config) { c.Sandbox.Kind = "vm" }, "sandbox.kind:"},
+		{func(c *Config) { c.Sandbox.Kind = "v m" }, "sandbox.kind:"},
 		{func(c *Config) { c.Sandbox.MemoryMB = 8 }, "sandbox.memory_mb:"},
 		{func(c *Config) { c.Sandbox.DeadlineSeconds = 0 }, "sandbox.deadline_seconds:"},
 		{func(c *Config) { c.Sandbox.CPUs = 0 }, "sandbox.cpus:"},
@@ -238,7 +238,7 @@ func TestDerivedConfigsValid(t *testing.T) {
 }
 
 func TestProblemsNamesEveryField(t *testing.T) {
-	c, err := Decode(Default(), []byte("steps: 0\nanchors:\n  fraction: 1.5\nsandbox:\n  kind: vm\n"))
+	c, err := Decode(Default(), []byte("steps: 0\nanchors:\n  fraction: 1.5\nsandbox:\n  kind: v.m\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestBenchPresets(t *testing.T) {
 }
 
 func TestParseReportsEveryField(t *testing.T) {
-	give := "mode: fast\nsteps: 0\ngroups: ten\nanchors:\n  fractoin: 1\n  fraction: 2\nsandbox:\n  kind: vm\n"
+	give := "mode: fast\nsteps: 0\ngroups: ten\nanchors:\n  fractoin: 1\n  fraction: 2\nsandbox:\n  kind: VM\n"
 	want := `mode: line 1: unknown mode "fast"`
 	_, err := Parse(Default(), []byte(give))
 	var inv *Invalid
@@ -298,7 +298,7 @@ func TestParseReportsEveryField(t *testing.T) {
 		"anchors.fractoin: line 5: field fractoin not found",
 		"steps: line 2: must be in [1,1000000], got 0",
 		"anchors.fraction: line 6: must be in [0,1], got 2",
-		`sandbox.kind: line 8: must be one of ["auto" "docker" "process" "grade-http" "python"], got "vm"`,
+		`sandbox.kind: line 8: must be a backend's name (a lower-case letter, then up to 31 lower-case letters, digits, '-' or '_'; empty means "builtin"), got "VM"`,
 	}
 	if len(inv.Problems) != len(wantEach) {
 		t.Fatalf("%d problems, want %d: %v", len(inv.Problems), len(wantEach), err)

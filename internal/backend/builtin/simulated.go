@@ -30,13 +30,18 @@ type SimulatedWorldModel struct {
 }
 
 var (
-	_ backend.WorldModel = (*SimulatedWorldModel)(nil)
-	_ backend.Simulator  = (*SimulatedWorldModel)(nil)
+	_ backend.WorldModel     = (*SimulatedWorldModel)(nil)
+	_ backend.SettingsScorer = (*SimulatedWorldModel)(nil)
 )
 
 // Score is the oracle: ScoreSimulated with no noise and no bias.
 func (w *SimulatedWorldModel) Score(ctx context.Context, items []backend.ScoreItem) ([]backend.Prediction, error) {
 	return w.ScoreSimulated(ctx, items, backend.Simulation{})
+}
+
+// ScoreWith scores each item as the run's world_model.simulated says.
+func (w *SimulatedWorldModel) ScoreWith(ctx context.Context, req backend.ScoreRequest) ([]backend.Prediction, error) {
+	return w.ScoreSimulated(ctx, req.Items, req.Settings.Simulation)
 }
 
 // ScoreSimulated scores each item as s says.

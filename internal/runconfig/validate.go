@@ -1,0 +1,367 @@
+package runconfig
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/debias"
+	"github.com/wmrl/wmrl/internal/fielderr"
+	"github.com/wmrl/wmrl/internal/mode"
+)
+
+// validate checks the section's values; zeros mean the defaults.
+func (t Tinker) validate() error {
+	switch {
+	case t.LoRARank < 0 || t.LoRARank > 1024:
+		return bad("policy.tinker.lora_rank", "must be in [1,1024] (0: the default), got %d", t.LoRARank)
+	case t.Loss != "" && t.Loss != "importance_sampling" && t.Loss != "ppo":
+		return bad("policy.tinker.loss", "must be \"importance_sampling\" or \"ppo\", got %q", t.Loss)
+	case !finite(t.Beta1) || t.Beta1 < 0 || t.Beta1 >= 1:
+		return bad("policy.tinker.beta1", "must be in [0,1), got %v", t.Beta1)
+	case !finite(t.Beta2) || t.Beta2 < 0 || t.Beta2 >= 1:
+		return bad("policy.tinker.beta2", "must be in [0,1), got %v", t.Beta2)
+	case !finite(t.Eps) || t.Eps < 0 || t.Eps > 1:
+		return bad("policy.tinker.eps", "must be in [0,1], got %v", t.Eps)
+	case t.MaxTokens < 0 || t.MaxTokens > 1<<20:
+		return bad("policy.tinker.max_tokens", "must be in [1,1048576] (0: the default), got %d", t.MaxTokens)
+	case !finite(t.Temperature) || t.Temperature < 0 || t.Temperature > 10:
+		return bad("policy.tinker.temperature", "must be in [0,10] (0: the default), got %v", t.Temperature)
+	}
+	return nil
+}
+
+// validate checks the section against the run's mode and world-model
+// backend.
+func (r Refresh) validate(m mode.Mode, wmBackend string) error {
+	if err := intIn("world_model.refresh.every", r.Every, 0, maxSteps); err != nil {
+		return err
+	}
+	if err := intIn("world_model.refresh.min_pairs", r.MinPairs, 0, maxRefreshPairs); err != nil {
+		return err
+	}
+	if !r.On() {
+		if r.MinPairs != 0 {
+			return bad("world_model.refresh.min_pairs", "is set (%d) but world_model.refresh.every is 0 (off)", r.MinPairs)
+		}
+		return nil
+	}
+	if pc := m.Pieces(); !pc.WorldModel || !pc.Anchors {
+		return bad("world_model.refresh.every", "mode %s has no anchor pairs to retrain the world model on "+
+			"(refresh needs a mode with world-model scores and anchors: wmrl, mix, debias, denoise)", m)
+	}
+	if wmBackend != "" && wmBackend != backend.Builtin {
+		return bad("world_model.refresh.every", "world_model.backend %q cannot be retrained here: only the built-in "+
+			"world model is refreshed (a remote model's fine-tuning would go behind backend.Refresher)", wmBackend)
+	}
+	return nil
+}
+
+// backendName is the form of a backend's name. Which backends exist is
+// the workers' to say (each has its registrations): a run naming one no
+// worker has is refused by the preflight, naming the field.
+var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// checkBackend checks a backend name field: empty (the built-in backend)
+// or a well-formed name.
+func checkBackend(path, name string) error {
+	if name == "" || backendName.MatchString(name) {
+		return nil
+	}
+	return bad(path, "must be a backend's name (a lower-case letter, then up to 31 lower-case letters, digits, '-' "+
+		"or '_'; empty means %q), got %q", backend.Builtin, name)
+}
+
+// Limits of the fields, generous but finite so that a typo cannot ask for a
+// run that never ends or a step that never fits in memory.
+const (
+	maxSteps = 1_000_000
+	// maxRefreshPairs bounds world_model.refresh.min_pairs.
+	maxRefreshPairs = 10_000_000
+	maxGroups       = 4096
+	maxSamples      = 1024
+	maxHidden       = 4096
+	maxParallelism  = 4096
+	maxNameLen      = 64
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// CheckName reports whether name is a valid run name: the rule of the
+// field name, which is also the run's workflow id and database key.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("at most %d characters, got %d", maxNameLen, len(name))
+	case !namePattern.MatchString(name):
+		return fmt.Errorf("letters, digits, '.', '_' and '-' only, starting with a letter or digit, got %q", name)
+	}
+	return nil
+}
+
+// bad is the error of the field at path.
+func bad(path, format string, args ...any) error { return fielderr.New(path, format, args...) }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func intIn(path string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return bad(path, "must be in [%d,%d], got %d", lo, hi, v)
+	}
+	return nil
+}
+
+// checkActive checks anchors.active: its fields are read only when it is
+// enabled, and then only in a mode that pairs world-model scores with real
+// ones (its uncertainty comes from those pairs).
+func (c Config) checkActive() error {
+	a := c.Anchors.Active
+	if !a.Enabled {
+		if a.Mix != 0 || a.Floor != 0 {
+			return bad("anchors.active.enabled", "must be true when mix or floor is set")
+		}
+		return nil
+	}
+	if pc := c.Mode.Pieces(); !pc.Anchors || !pc.WorldModel || pc.AnchorsOnly {
+		return bad("anchors.active.enabled", "mode %s has no anchor pairs to weigh (want wmrl, mix, debias or denoise)", c.Mode)
+	}
+	if !finite(a.Mix) || a.Mix <= 0 || a.Mix > 1 {
+		return bad("anchors.active.mix", "must be in (0,1], got %v", a.Mix)
+	}
+	if err := a.Selection().Validate(); err != nil {
+		return fielderr.Under("anchors.active.", err)
+	}
+	return nil
+}
+
+// checkAdaptive checks anchors.adaptive when target_rho is set: the
+// controller reads ρ, so the mode must denoise.
+func (c Config) checkAdaptive() error {
+	a := c.Anchors.Adaptive
+	if !a.Enabled() {
+		if a != (AdaptiveAnchors{}) {
+			return bad("anchors.adaptive.target_rho", "must be set (at least 1) when floor, ceiling or gain is")
+		}
+		return nil
+	}
+	if !c.Mode.Pieces().Denoise {
+		return bad("anchors.adaptive.target_rho", "mode %s has no ρ to hold (want wmrl or denoise)", c.Mode)
+	}
+	if err := a.Controller().Validate(); err != nil {
+		return fielderr.Under("anchors.adaptive.", err)
+	}
+	if a.Ceiling == 0 {
+		return bad("anchors.adaptive.ceiling", "must be above 0")
+	}
+	return nil
+}
+
+// Validate reports the first invalid field, by its path.
+func (c Config) Validate() error {
+	for _, check := range c.checks() {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Problems reports every invalid field, by its path, in the order of
+// Validate's checks; nil when the configuration is valid.
+func (c Config) Problems() []error {
+	var errs []error
+	for _, check := range c.checks() {
+		if err := check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// checks returns one check per field.
+func (c Config) checks() []func() error {
+	checks := []func() error{
+		func() error {
+			if err := CheckName(c.Name); err != nil {
+				return bad("name", "%v", err)
+			}
+			return nil
+		},
+		func() error {
+			if err := c.Mode.Validate(); err != nil {
+				return bad("mode", "%v", err)
+			}
+			return nil
+		},
+		func() error { return intIn("steps", c.Steps, 1, maxSteps) },
+		func() error { return intIn("groups", c.Groups, 1, maxGroups) },
+		func() error { return intIn("samples", c.Samples, 2, maxSamples) },
+		func() error {
+			if !finite(c.Anchors.Fraction) || c.Anchors.Fraction < 0 || c.Anchors.Fraction > 1 {
+				return bad("anchors.fraction", "must be in [0,1], got %v", c.Anchors.Fraction)
+			}
+			return nil
+		},
+		func() error {
+			// The anchor mode trains on its anchor groups alone: a step
+			// without one would have nothing to train on.
+			if c.Mode == mode.Anchor && c.Anchors.Min < 1 {
+				return bad("anchors.min", "must be at least 1 in mode %s (it trains on the anchor groups only), got %d",
+					c.Mode, c.Anchors.Min)
+			}
+			return intIn("anchors.min", c.Anchors.Min, 0, c.Groups)
+		},
+		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
+		c.checkActive,
+		c.checkAdaptive,
+	}
+	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate, []field[debias.Config]{
+		{"method", func(d *debias.Config, s debias.Config) { d.Method = s.Method }, nil},
+		{"bins", func(d *debias.Config, s debias.Config) { d.Bins = s.Bins }, nil},
+		{"min_pairs", func(d *debias.Config, s debias.Config) { d.MinPairs = s.MinPairs }, nil},
+		{"window", func(d *debias.Config, s debias.Config) { d.Window = s.Window }, nil},
+	})...)
+	checks = append(checks, section("denoise.", c.Denoise, Default().Denoise, func(d Denoise) error { return d.config().Validate() },
+		[]field[Denoise]{
+			{"half_life", func(d *Denoise, s Denoise) { d.HalfLife = s.HalfLife }, func(s Denoise) float64 { return s.HalfLife }},
+			{"warmup", func(d *Denoise, s Denoise) { d.Warmup = s.Warmup }, nil},
+			{"rho_max", func(d *Denoise, s Denoise) { d.RhoMax = s.RhoMax }, func(s Denoise) float64 { return s.RhoMax }},
+			{"eta2_floor", func(d *Denoise, s Denoise) { d.Eta2Floor = s.Eta2Floor }, func(s Denoise) float64 { return s.Eta2Floor }},
+			{"signal_window", func(d *Denoise, s Denoise) { d.SignalWindow = s.SignalWindow }, nil},
+		})...)
+	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
+		[]field[Advantage]{
+			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},
+			{"eps", func(d *Advantage, s Advantage) { d.Eps = s.Eps }, func(s Advantage) float64 { return s.Eps }},
+		})...)
+	return append(checks, []func() error{
+		func() error {
+			if !finite(c.Policy.LearningRate) || c.Policy.LearningRate <= 0 || c.Policy.LearningRate > 1 {
+				return bad("policy.learning_rate", "must be in (0,1], got %v", c.Policy.LearningRate)
+			}
+			return nil
+		},
+		func() error {
+			if !finite(c.Policy.KLCoef) || c.Policy.KLCoef < 0 {
+				return bad("policy.kl_coef", "must be a finite number >= 0, got %v", c.Policy.KLCoef)
+			}
+			return nil
+		},
+		func() error { return intIn("policy.hidden", c.Policy.Hidden, 1, maxHidden) },
+		func() error { return checkBackend("policy.backend", c.Policy.Backend) },
+		c.Policy.Tinker.validate,
+		func() error {
+			s := c.WorldModel.Simulated
+			if s == (Simulated{}) {
+				return nil
+			}
+			if c.WorldModel.Backend != backend.Simulated {
+				return bad("world_model.simulated", "is set but world_model.backend is %q, not %q", c.WorldModel.Backend, backend.Simulated)
+			}
+			return backend.Simulation{Noise: s.Noise, Bias: s.Bias}.Check()
+		},
+		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend) },
+		func() error { return c.WorldModel.Refresh.validate(c.Mode, c.WorldModel.Backend) },
+		func() error {
+			if err := checkBackend("tasks", c.Tasks); err != nil {
+				return err
+			}
+			if c.Tasks == backend.TaskStore && c.Sandbox.Kind != SandboxPython {
+				return bad("tasks", "%q needs sandbox.kind %q (the store's tasks are graded in the Python sandbox), got sandbox.kind %q",
+					c.Tasks, SandboxPython, c.Sandbox.Kind)
+			}
+			return nil
+		},
+		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
+		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
+		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },
+		func() error { return intIn("continue_as_new_every", c.ContinueAsNewEvery, 1, 10_000) },
+		func() error {
+			// The worker's own sandboxes (auto, docker, process) or a
+			// grader's name.
+			if c.Sandbox.Kind == "" {
+				return bad("sandbox.kind", "must be set (%q, %q, %q or a grader's name)", SandboxAuto, SandboxDocker, SandboxProcess)
+			}
+			return checkBackend("sandbox.kind", c.Sandbox.Kind)
+		},
+		// The limits' bounds are the executions' own (backend.Limits.Check).
+		func() error {
+			return intIn(backend.FieldMemory, c.Sandbox.MemoryMB, backend.MinMemoryBytes>>20, backend.MaxMemoryBytes>>20)
+		},
+		func() error {
+			if d, hi := c.Sandbox.DeadlineSeconds, backend.MaxDeadline.Seconds(); !finite(d) || d <= 0 || d > hi {
+				return bad(backend.FieldDeadline, "must be in (0,%v], got %v", hi, d)
+			}
+			return nil
+		},
+		func() error {
+			if n := c.Sandbox.CPUs; !finite(n) || n < backend.MinCPUs || n > backend.MaxCPUs {
+				return bad(backend.FieldCPUs, "must be in [%v,%v], got %v", backend.MinCPUs, backend.MaxCPUs, n)
+			}
+			return nil
+		},
+		func() error {
+			if !finite(c.Sandbox.Budget) || c.Sandbox.Budget < 0 {
+				return bad("sandbox.budget", "must be a finite number >= 0, got %v", c.Sandbox.Budget)
+			}
+			return nil
+		},
+		func() error { return intIn("parallelism", c.Parallelism, 1, maxParallelism) },
+		func() error {
+			if h := c.Sandbox.RetryHours; !finite(h) || h < 0 || h > 24*30 {
+				return bad("sandbox.retry_hours", "must be in [0,720] (0: the default %v), got %v", DefaultRetryHours, h)
+			}
+			return nil
+		},
+		func() error {
+			if u := c.MaxUngraded; u != nil && (!finite(*u) || *u < 0 || *u > 1) {
+				return bad("max_ungraded", "must be in [0,1], got %v", *u)
+			}
+			return nil
+		},
+	}...)
+}
+
+// field is one field of a section: its YAML name, how to copy it from one
+// section value to another, and, for a float, how to read it.
+type field[S any] struct {
+	name  string
+	copy  func(dst *S, src S)
+	float func(S) float64 // nil: not a float
+}
+
+// section returns one check per field of a section of the configuration
+// that its domain package validates (validate, the domain's Validate, which
+// reports the first invalid field as a *fielderr.Error). Each check copies
+// one field of s onto def, a valid section, and validates that, so every
+// invalid field is reported, by its owner's rule, under its YAML path
+// (prefix and its yaml name) in place of the domain's name. A number that
+// is not finite is reported without asking the domain: a Config is carried
+// as JSON, which has no NaN or infinity. (No reflection: workflows call
+// Validate, and workflowcheck refuses reflect.Value.Set.)
+func section[S any](prefix string, s, def S, validate func(S) error, fields []field[S]) []func() error {
+	checks := make([]func() error, len(fields))
+	for i, f := range fields {
+		path := prefix + f.name
+		checks[i] = func() error {
+			if f.float != nil && !finite(f.float(s)) {
+				return bad(path, "must be a finite number, got %v", f.float(s))
+			}
+			one := def
+			f.copy(&one, s)
+			if err := validate(one); err != nil {
+				msg := err.Error()
+				if fe, ok := fielderr.As(err); ok {
+					msg = fe.Msg
+				}
+				return bad(path, "%s", msg)
+			}
+			return nil
+		}
+	}
+	return checks
+}

@@ -1,0 +1,82 @@
+package workflows
+
+// Workflow changes, checked with workflow.GetVersion so that histories
+// recorded before a change replay with the code that made them: the one
+// registry of change IDs (docs/design.md, "Determinism"). A new change adds
+// its constant here, says what it changed, and gets a recorded history
+// under testdata/ that TestReplay replays.
+const (
+	// changeStepV2 (version 1): StartStep and FinishStep run as local
+	// activities; RecordAnchors, Calibrate and Fuse run as one activity
+	// (CalibrateAndFuse); an execution is retried until it has a verdict
+	// (for at most sandbox.retry_hours), so an infrastructure outage never
+	// leaves a trajectory ungraded; a step whose ungraded share exceeds
+	// max_ungraded fails.
+	changeStepV2 = "step-v2"
+	// changeEvalV2 (version 1): a held-out evaluation is retried until it
+	// has a verdict (for at most sandbox.retry_hours) instead of leaving a
+	// task out, and an evaluation of no task is an error, never a score.
+	changeEvalV2 = "eval-v2"
+	// changeEvalTasksOfRun (version 1): HeldOutTasks names the run, so the
+	// held-out tasks come from the run's task source (tasks: store);
+	// before it, from the built-in suite of the suite seed.
+	changeEvalTasksOfRun = "eval-tasks-of-run"
+	// changeResumeV2 (version 1): a resumed run starts with the old run's
+	// anchor fraction (as its last completed step used it), that step's
+	// anchor groups and the held-out score of the checkpoint it resumes
+	// from, as the ResumeRun activity rebuilds them; before it, with the
+	// config's fraction, no anchor groups and no held-out score.
+	changeResumeV2 = "resume-v2"
+	// changeStepPipeline (version 1, with changeStepV2): the anchor groups
+	// are chosen first, and each group's ScoreWorldModel and executions
+	// start as soon as its Generate is done, under one bound of
+	// parallelism activities, instead of each stage waiting for every group
+	// of the one before; CalibrateAndFuse runs as a local activity.
+	changeStepPipeline = "step-pipeline"
+	// changeRunSignalsAtCAN (version 1): before continuing as new, the run
+	// lets its signal listeners apply the signals of the current workflow
+	// task, so a stop (or pause) that arrives with the step completion
+	// that triggers continue-as-new is carried over; before it, such a
+	// signal could be lost.
+	changeRunSignalsAtCAN = "run-signals-at-can"
+	// changePreflightBackends (version 1): the preflight also asks a
+	// rollout, a gpu and (when the mode uses it) a worldmodel worker
+	// whether it has the policy and world-model backends the run names,
+	// and whether they answer.
+	changePreflightBackends = "preflight-backends"
+	// changeGraderCapacity (version 1, with anchors.from_grader only): the
+	// anchor groups are also capped by the grader's capacity, asked at
+	// the step's start (activity GraderCapacity on the sandbox queue).
+	changeGraderCapacity = "grader-capacity"
+	// changeActiveAnchors (version 1, asked only in runs with
+	// anchors.active enabled): the step asks AnchorUncertainty (a local
+	// activity) for each group's uncertainty and chooses its anchor groups
+	// by anchors.SelectActive, whose weights go with the anchor pairs and
+	// the denoiser's s².
+	changeActiveAnchors = "active-anchors"
+	// changeSignalGate (version 1, asked only in steps whose fusion
+	// returned a signal gate decision, denoise.signal_window > 0): the
+	// decision is recorded in the step's metrics and shown in its line.
+	changeSignalGate = "signal-gate"
+	// changeAdaptiveAnchors (version 1, asked only in runs with
+	// anchors.adaptive set): after a step whose denoiser is calibrated,
+	// the run moves its anchor fraction by anchors.Adapt; a resumed run
+	// moves the fraction of the old run's last step by that step's ρ, as
+	// the old run would have.
+	changeAdaptiveAnchors = "adaptive-anchors"
+	// changeWorldModelRefresh (version 1): a run with world_model.refresh
+	// retrains its world model every refresh.every steps (activity
+	// RefreshWorldModel on the worldmodel queue), and its steps are scored
+	// by the latest version (ScoreRequest.WorldModel) and calibrated on
+	// the pairs that version scored (CalibrateRequest.FromStep). Only runs
+	// with the section reach the check, so no earlier history meets it.
+	changeWorldModelRefresh = "world-model-refresh"
+	// changeUISummaries (version 1): an audit a person can read in the
+	// Temporal Web UI (summary.go): every activity carries a one-line
+	// summary, each step child workflow a static summary and details, and
+	// the step and run workflows set their current details (the step's
+	// result line, the run's progress). User metadata adds no command, so
+	// it changes no replay; it is behind the change all the same, so a
+	// replayed history shows what its run showed.
+	changeUISummaries = "ui-summaries"
+)
