@@ -56,6 +56,8 @@ type serveOptions struct {
 	worldModel           string
 	suiteSeed            uint64
 	capacity, wmCapacity int
+	// deferPolls is how many polls of each Tinker future answer pending.
+	deferPolls int
 	// services are the protocols served (serviceNames).
 	services []string
 }
@@ -134,6 +136,7 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 	f.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
 	f.IntVar(&o.capacity, "capacity", o.capacity, "executions graded at once (default 0: the number of CPUs)")
 	f.IntVar(&o.wmCapacity, "wm-capacity", o.wmCapacity, "world-model predictions made at once (default 0: the number of CPUs)")
+	f.IntVar(&o.deferPolls, "defer", 0, "tinker: answer the first N polls of each future as pending (HTTP 408, then try_again), to exercise a client's waiting")
 	f.StringSliceVar(&o.services, "services", serviceNames, "services to run: grade, openai, tinker (comma-separated)")
 	addSuiteSeedFlag(cmd, &o.suiteSeed)
 	return cmd
@@ -167,6 +170,9 @@ func (o *serveOptions) check() error {
 		if err := intIn(c.name, *c.v, 1, maxCapacity); err != nil {
 			return err
 		}
+	}
+	if err := intIn("defer", o.deferPolls, 0, 1000); err != nil {
+		return err
 	}
 	return nil
 }
@@ -232,7 +238,7 @@ func serveMux(d serveDeps) (*http.ServeMux, []string, error) {
 	}
 	if d.tinker != nil {
 		mux.Handle("/api/v1/", d.tinker)
-		endpoints = append(endpoints, "POST /api/v1/... (Tinker)")
+		endpoints = append(endpoints, "POST /api/v1/... (Tinker)", "GET "+tinkerserve.PathHealthz)
 	}
 	return mux, endpoints, nil
 }
@@ -283,7 +289,7 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 		}
 		defer st.Close()
 		deps.tinker = tinkerserve.New(st.Pool(), b.Tasks, tinkerserve.Options{APIKey: os.Getenv(tinker.EnvAPIKey),
-			Log: slog.New(slog.NewTextHandler(stderr, nil))})
+			Log: slog.New(slog.NewTextHandler(stderr, nil)), SuiteSeed: o.suiteSeed, Defer: o.deferPolls})
 	}
 	mux, endpoints, err := serveMux(deps)
 	if err != nil {

@@ -90,3 +90,26 @@ func TestPolicyGradientAdamStepIsUpdate(t *testing.T) {
 		t.Error("AdamStep with a short gradient succeeded")
 	}
 }
+
+func TestTokenLogProbsReplaysSample(t *testing.T) {
+	p := mustInit(t, toyConfig(), toyGrammar{}, 3)
+	card := []float64{0.3, -1}
+	for seed := range uint64(20) {
+		s, err := p.Sample(card, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.TokenLogProbs(card, s.Tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(s.TokenLogProbs) {
+			t.Fatalf("seed %d: %d logprobs, want %d", seed, len(got), len(s.TokenLogProbs))
+		}
+		for i := range got {
+			if math.Abs(got[i]-s.TokenLogProbs[i]) > 1e-12 {
+				t.Fatalf("seed %d position %d: %v, sampled %v", seed, i, got[i], s.TokenLogProbs[i])
+			}
+		}
+	}
+}

@@ -172,6 +172,23 @@ func (p *Policy) LogProb(card []float64, tokens []int) (float64, error) {
 	return lp, err
 }
 
+// TokenLogProbs returns the logprob of each of tokens given its prefix (0
+// for a token the grammar forces), as Sample reports them; they sum to
+// LogProb. It fails when a token is not legal after its prefix.
+func (p *Policy) TokenLogProbs(card []float64, tokens []int) ([]float64, error) {
+	caches, _, err := p.l.forward(p.g, p.theta, nil, card, tokens)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(caches))
+	for t, c := range caches {
+		if c.lp != nil {
+			out[t] = c.lp[c.tok]
+		}
+	}
+	return out, nil
+}
+
 // Example is one trajectory of an update batch.
 type Example struct {
 	Card   []float64 `json:"card"`

@@ -302,4 +302,7 @@ type ErrorResponse struct {
 	Category string          `json:"category,omitempty"`
 	Field    string          `json:"field,omitempty"`
 	Detail   json.RawMessage `json:"detail,omitempty"`
+	// QueueState is a 408's queue_state ("active", "paused_capacity",
+	// "paused_rate_limit"), as the SDK reads it.
+	QueueState string `json:"queue_state,omitempty"`
 }

@@ -2,6 +2,7 @@ package tinkerserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,23 +19,73 @@ import (
 // maxSamples bounds num_samples.
 const maxSamples = 1024
 
+// sdkLearningRate is the SDK's default AdamParams.learning_rate.
+const sdkLearningRate = 1e-4
+
+// sampleRequest is the SDK's SampleRequest; absent fields take the SDK's
+// defaults (SDK ≤ 0.16 leaves unset fields out).
+type sampleRequest struct {
+	NumSamples     *int              `json:"num_samples"`
+	Prompt         tinker.ModelInput `json:"prompt"`
+	SamplingParams struct {
+		MaxTokens   *int     `json:"max_tokens"`
+		Seed        *int64   `json:"seed"`
+		Stop        any      `json:"stop"`
+		Temperature *float64 `json:"temperature"`
+		TopK        *int     `json:"top_k"`
+		TopP        *float64 `json:"top_p"`
+	} `json:"sampling_params"`
+	BaseModel          *string `json:"base_model"`
+	ModelPath          *string `json:"model_path"`
+	SamplingSessionID  *string `json:"sampling_session_id"`
+	SeqID              *int64  `json:"seq_id"`
+	PromptLogprobs     *bool   `json:"prompt_logprobs"`
+	TopkPromptLogprobs *int    `json:"topk_prompt_logprobs"`
+	Type               string  `json:"type"`
+}
+
 func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, error) {
-	var req tinker.SampleRequest
+	var req sampleRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	model, name, ok := parseSamplerPath(req.ModelPath)
+	n := 1
+	if req.NumSamples != nil {
+		n = *req.NumSamples
+	}
+	sp := req.SamplingParams
 	switch {
-	case req.ModelPath == "":
-		return nil, bad("model_path", "required (this server cannot sample a base model)")
-	case !ok:
-		return nil, bad("model_path", "%q: want tinker://<model>/sampler_weights/<name>", req.ModelPath)
-	case req.NumSamples < 1 || req.NumSamples > maxSamples:
-		return nil, bad("num_samples", "%d: want 1..%d", req.NumSamples, maxSamples)
-	case req.SamplingParams.Seed == nil:
-		return nil, bad("sampling_params.seed", "required: the built-in server samples deterministically from it")
-	case req.SamplingParams.Temperature != 1:
-		return nil, bad("sampling_params.temperature", "%v: the built-in policy samples at temperature 1", req.SamplingParams.Temperature)
+	case n < 1 || n > maxSamples:
+		return nil, bad("num_samples", "%d: want 1..%d", n, maxSamples)
+	case optionalFloat(sp.Temperature, 1) != 1:
+		return nil, bad("sampling_params.temperature", "%v: the built-in policy samples at temperature 1 only", *sp.Temperature)
+	case optionalFloat(sp.TopP, 1) != 1:
+		return nil, bad("sampling_params.top_p", "%v: the built-in policy samples its full distribution (top_p 1) only", *sp.TopP)
+	case sp.TopK != nil && *sp.TopK != -1 && *sp.TopK != 0:
+		return nil, bad("sampling_params.top_k", "%d: the built-in policy samples its full distribution (top_k -1) only", *sp.TopK)
+	case req.PromptLogprobs != nil && *req.PromptLogprobs:
+		return nil, bad("prompt_logprobs", "true: the built-in policy scores completions, not prompts")
+	case req.TopkPromptLogprobs != nil && *req.TopkPromptLogprobs != 0:
+		return nil, bad("topk_prompt_logprobs", "%d: the built-in policy scores completions, not prompts", *req.TopkPromptLogprobs)
+	}
+	// What to sample from: a sampling session, saved sampler weights or
+	// the base model.
+	var ss samplingSession
+	switch {
+	case req.SamplingSessionID != nil && *req.SamplingSessionID != "":
+		var herr *httpError
+		if ss, herr = s.getSamplingSession(ctx, *req.SamplingSessionID); herr != nil {
+			return nil, herr
+		}
+	case req.ModelPath != nil && *req.ModelPath != "":
+		ss.ModelPath = *req.ModelPath
+	case req.BaseModel != nil && *req.BaseModel != "":
+		if *req.BaseModel != tinker.BuiltinBaseModel {
+			return nil, bad("base_model", "%q: this server has only %q", *req.BaseModel, tinker.BuiltinBaseModel)
+		}
+		ss.BaseModel = *req.BaseModel
+	default:
+		return nil, bad("model_path", "required: model_path, base_model or sampling_session_id")
 	}
 	toks, bad1 := req.Prompt.Tokens()
 	if bad1 >= 0 {
@@ -49,24 +100,49 @@ func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, er
 			return out, err
 		}
 	}
-	var data []byte
-	err := s.db.QueryRow(ctx, `SELECT policy FROM tinker_weights WHERE model_id = $1 AND kind = 'sampler' AND name = $2`, model, name).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound("model_path", "no sampler weights %s", req.ModelPath)
+	var pol *policy.Policy
+	model := ""
+	if ss.ModelPath != "" {
+		var name string
+		var ok bool
+		model, name, ok = parseSamplerPath(ss.ModelPath)
+		if !ok {
+			return nil, bad("model_path", "%q: want tinker://<model>/sampler_weights/<name>", ss.ModelPath)
+		}
+		var data []byte
+		err := s.db.QueryRow(ctx, `SELECT policy FROM tinker_weights WHERE model_id = $1 AND kind = 'sampler' AND name = $2`, model, name).Scan(&data)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, notFound("model_path", "no sampler weights %s", ss.ModelPath)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load weights: %w", err)
+		}
+		if pol, err = s.policyOf(data); err != nil {
+			return nil, fmt.Errorf("weights %s: %w", ss.ModelPath, err)
+		}
+	} else {
+		var err error
+		if pol, err = s.basePolicy(len(card)); err != nil {
+			return nil, fmt.Errorf("base model: %w", err)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("load weights: %w", err)
-	}
-	pol, err := s.policyOf(data)
-	if err != nil {
-		return nil, fmt.Errorf("weights %s: %w", req.ModelPath, err)
-	}
-	if mt := req.SamplingParams.MaxTokens; mt != nil && *mt < pol.Config().MaxLen {
+	if mt := sp.MaxTokens; mt != nil && *mt < pol.Config().MaxLen {
 		return nil, bad("sampling_params.max_tokens", "%d: the built-in policy's completions take up to %d tokens", *mt, pol.Config().MaxLen)
 	}
-	out := tinker.SampleResponse{Type: "sample", Sequences: make([]tinker.SampledSequence, req.NumSamples)}
+	// The seed: the request's; else one derived from the sampling session
+	// and seq_id (a retried request samples the same); else a fresh one.
+	var base uint64
+	switch {
+	case sp.Seed != nil:
+		base = uint64(*sp.Seed)
+	case req.SamplingSessionID != nil && req.SeqID != nil:
+		base = seed.Derive(seed.String(*req.SamplingSessionID), uint64(*req.SeqID))
+	default:
+		base = randomSeed()
+	}
+	out := tinker.SampleResponse{Type: "sample", Sequences: make([]tinker.SampledSequence, n)}
 	for i := range out.Sequences {
-		smp, err := pol.Sample(card, seed.Derive(sampleTag, uint64(*req.SamplingParams.Seed), uint64(i)))
+		smp, err := pol.Sample(card, seed.Derive(sampleTag, base, uint64(i)))
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
@@ -77,7 +153,7 @@ func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, er
 		out.Sequences[i] = tinker.SampledSequence{StopReason: "stop", Tokens: ids, Logprobs: smp.TokenLogProbs}
 	}
 	var fr any
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if idem != "" {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, idem); err != nil {
 				return err
@@ -230,27 +306,41 @@ func (s *Server) forwardBackward(ctx context.Context, body []byte, idem string) 
 		ex     policy.Example
 		lp     float64 // Σ of the datum's logprobs
 		prefix string
+		at, n  int // the position predicting the first completion token; the input's length
 	}
 	items := make([]item, len(in.Data))
 	for i, d := range in.Data {
 		f := fmt.Sprintf("forward_backward_input.data[%d]", i)
-		ex, lp, herr := s.example(ctx, d, f)
+		ex, lp, at, herr := s.example(ctx, d, f)
 		if herr != nil {
 			return nil, herr
 		}
-		items[i] = item{ex: ex, lp: lp, prefix: f}
+		items[i] = item{ex: ex, lp: lp, prefix: f, at: at, n: len(d.LossFnInputs["target_tokens"].Data)}
 	}
 	return s.modelOp(ctx, "forward_backward", req.ModelID, req.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
-		metrics := map[string]float64{"loss:sum": 0, "logprob_diff:max": 0, "grad_norm": 0}
+		// Metric names carry their reduction across chunks (name:reduction),
+		// as the SDK's merging of chunked results requires.
+		metrics := map[string]float64{"loss:sum": 0, "logprob_diff:max": 0, "grad_norm:mean": 0}
+		outputs := make([]map[string]tinker.TensorData, len(items))
 		if len(items) > 0 {
 			// PolicyGradient sums: w = 1 and A = a give Σ_i a_i ∇log π(τ_i).
 			batch := make([]policy.Example, len(items))
 			for i, it := range items {
 				batch[i] = it.ex
-				lp, err := m.pol.LogProb(it.ex.Card, it.ex.Tokens)
+				tlp, err := m.pol.TokenLogProbs(it.ex.Card, it.ex.Tokens)
 				if err != nil {
 					return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
 				}
+				// logprobs: the model's logprob of each target token, 0 at
+				// the positions predicting prompt bytes (the built-in
+				// policy conditions on the task, it does not model them).
+				per := make([]float64, it.n)
+				lp := 0.0
+				for j, x := range tlp {
+					per[it.at+j] = x
+					lp += x
+				}
+				outputs[i] = map[string]tinker.TensorData{"logprobs": {Data: per, Dtype: "float32", Shape: []int{it.n}}}
 				metrics["loss:sum"] -= it.ex.Advantage * lp
 				metrics["logprob_diff:max"] = math.Max(metrics["logprob_diff:max"], math.Abs(lp-it.lp))
 			}
@@ -263,19 +353,19 @@ func (s *Server) forwardBackward(ctx context.Context, body []byte, idem string) 
 				m.grad[i] += x
 				norm += x * x
 			}
-			metrics["grad_norm"] = math.Sqrt(norm)
+			metrics["grad_norm:mean"] = math.Sqrt(norm)
 		}
 		m.fbBatches++
-		return tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", LossFnOutputs: []map[string]tinker.TensorData{}, Metrics: metrics}, nil
+		return tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", LossFnOutputs: outputs, Metrics: metrics}, nil
 	})
 }
 
 // example decodes one datum into an example whose Advantage is the datum's
 // per-token advantage a (Weight 1), and the sum of its logprobs.
-func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.Example, float64, *httpError) {
+func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.Example, float64, int, *httpError) {
 	input, badChunk := d.ModelInput.Tokens()
 	if badChunk >= 0 {
-		return policy.Example{}, 0, bad(fmt.Sprintf("%s.model_input.chunks[%d].type", f, badChunk), "want %q", tinker.ChunkEncodedText)
+		return policy.Example{}, 0, 0, bad(fmt.Sprintf("%s.model_input.chunks[%d].type", f, badChunk), "want %q", tinker.ChunkEncodedText)
 	}
 	n := len(input)
 	get := func(k string) ([]float64, *httpError) {
@@ -295,25 +385,25 @@ func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.
 	}
 	target, herr := get("target_tokens")
 	if herr != nil {
-		return policy.Example{}, 0, herr
+		return policy.Example{}, 0, 0, herr
 	}
 	logprobs, herr := get("logprobs")
 	if herr != nil {
-		return policy.Example{}, 0, herr
+		return policy.Example{}, 0, 0, herr
 	}
 	adv, herr := get("advantages")
 	if herr != nil {
-		return policy.Example{}, 0, herr
+		return policy.Example{}, 0, 0, herr
 	}
 	if n == 0 {
-		return policy.Example{}, 0, bad(f+".model_input", "empty")
+		return policy.Example{}, 0, 0, bad(f+".model_input", "empty")
 	}
 	// The full sequence: the input, then the last target; the targets must
 	// be the input shifted by one.
 	full := append(append([]int(nil), input...), int(target[n-1]))
 	for i := range n {
 		if target[i] != math.Trunc(target[i]) || int(target[i]) != full[i+1] {
-			return policy.Example{}, 0, bad(f+".loss_fn_inputs.target_tokens", "position %d is %v, want the next input token %d", i, target[i], full[i+1])
+			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.target_tokens", "position %d is %v, want the next input token %d", i, target[i], full[i+1])
 		}
 	}
 	p := 0
@@ -321,38 +411,57 @@ func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.
 		p++
 	}
 	if p == 0 || p == len(full) {
-		return policy.Example{}, 0, bad(f+".model_input", "want prompt bytes followed by program tokens")
+		return policy.Example{}, 0, 0, bad(f+".model_input", "want prompt bytes followed by program tokens")
 	}
 	card, herr := s.card(ctx, full[:p], f+".model_input")
 	if herr != nil {
-		return policy.Example{}, 0, herr
+		return policy.Example{}, 0, 0, herr
 	}
 	toks, err := tinker.ProgramTokens(full[p:])
 	if err != nil {
-		return policy.Example{}, 0, bad(f+".model_input", "%v", err)
+		return policy.Example{}, 0, 0, bad(f+".model_input", "%v", err)
 	}
 	a := adv[p-1]
 	lp := 0.0
 	for t := range n {
 		switch {
 		case t < p-1 && (adv[t] != 0 || logprobs[t] != 0):
-			return policy.Example{}, 0, bad(f+".loss_fn_inputs.advantages", "position %d predicts a prompt token: want advantage and logprob 0", t)
+			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d predicts a prompt token: want advantage and logprob 0", t)
 		case t >= p-1 && adv[t] != a:
-			return policy.Example{}, 0, bad(f+".loss_fn_inputs.advantages", "position %d is %v, position %d %v: the built-in policy takes one advantage per completion", t, adv[t], p-1, a)
+			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d is %v, position %d %v: the built-in policy takes one advantage per completion", t, adv[t], p-1, a)
 		case t >= p-1:
 			lp += logprobs[t]
 		}
 	}
-	return policy.Example{Card: card, Tokens: toks, Advantage: a, Weight: 1}, lp, nil
+	return policy.Example{Card: card, Tokens: toks, Advantage: a, Weight: 1}, lp, p - 1, nil
 }
 
 func (s *Server) optimStep(ctx context.Context, body []byte, idem string) (any, error) {
-	var req tinker.OptimStepRequest
+	// Absent Adam parameters take the SDK's defaults (SDK ≤ 0.16 leaves
+	// unset fields out of the body).
+	var req struct {
+		AdamParams struct {
+			LearningRate *float64 `json:"learning_rate"`
+			Beta1        *float64 `json:"beta1"`
+			Beta2        *float64 `json:"beta2"`
+			Eps          *float64 `json:"eps"`
+			WeightDecay  *float64 `json:"weight_decay"`
+			GradClipNorm *float64 `json:"grad_clip_norm"`
+		} `json:"adam_params"`
+		ModelID string `json:"model_id"`
+		SeqID   *int64 `json:"seq_id"`
+	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	a := req.AdamParams
+	ap := req.AdamParams
+	a := tinker.AdamParams{LearningRate: optionalFloat(ap.LearningRate, sdkLearningRate), Beta1: optionalFloat(ap.Beta1, tinker.DefaultBeta1),
+		Beta2: optionalFloat(ap.Beta2, tinker.DefaultBeta2), Eps: optionalFloat(ap.Eps, tinker.DefaultEps)}
 	switch {
+	case optionalFloat(ap.WeightDecay, 0) != 0:
+		return nil, bad("adam_params.weight_decay", "%v: the built-in policy's Adam has no weight decay (want 0)", *ap.WeightDecay)
+	case optionalFloat(ap.GradClipNorm, 0) != 0:
+		return nil, bad("adam_params.grad_clip_norm", "%v: the built-in policy's Adam does not clip (want 0)", *ap.GradClipNorm)
 	case !(a.LearningRate > 0) || math.IsInf(a.LearningRate, 0):
 		return nil, bad("adam_params.learning_rate", "%v: want finite and > 0", a.LearningRate)
 	case !(a.Beta1 >= 0 && a.Beta1 < 1):
@@ -371,29 +480,63 @@ func (s *Server) optimStep(ctx context.Context, body []byte, idem string) (any, 
 		}
 		m.grad = nil
 		m.optimSteps++
-		return tinker.OptimStepResponse{Type: "optim_step", Metrics: map[string]float64{"grad_norm": st.GradNorm, "step": float64(st.Step)}}, nil
+		return tinker.OptimStepResponse{Type: "optim_step", Metrics: map[string]float64{"grad_norm:mean": st.GradNorm, "step:max": float64(st.Step)}}, nil
 	})
 }
 
+// saveForSampler saves the model's weights for sampling
+// (save_weights_for_sampler) under the request's name; without one (the
+// SDK's save_weights_and_get_sampling_client), under a name derived from
+// the seq_id, and it opens the sampling session sampling_session_seq_id of
+// the model's session on them: the answer then has a sampling_session_id
+// and no path.
 func (s *Server) saveForSampler(ctx context.Context, body []byte, idem string) (any, error) {
-	var req tinker.SaveWeightsForSamplerRequest
+	var req struct {
+		ModelID              string `json:"model_id"`
+		Path                 string `json:"path"`
+		SeqID                *int64 `json:"seq_id"`
+		SamplingSessionSeqID *int64 `json:"sampling_session_seq_id"`
+		TTLSeconds           *int64 `json:"ttl_seconds"`
+	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if !namePattern.MatchString(req.Path) {
+	ephemeral := req.Path == ""
+	switch {
+	case ephemeral && req.SamplingSessionSeqID == nil:
+		return nil, bad("path", "required unless sampling_session_seq_id is given")
+	case !ephemeral && !namePattern.MatchString(req.Path):
 		return nil, bad("path", "%q: want a name of [A-Za-z0-9_-], 1 to 255 characters", req.Path)
 	}
 	return s.modelOp(ctx, "save_weights_for_sampler", req.ModelID, req.SeqID, idem, func(tx pgx.Tx, m *modelState) (any, error) {
+		name := req.Path
+		if ephemeral {
+			name = "sampler-" + strconv.FormatInt(*req.SamplingSessionSeqID, 10)
+			if req.SeqID != nil {
+				name = "seq-" + strconv.FormatInt(*req.SeqID, 10) + "-" + name
+			}
+		}
 		hash := m.pol.Hash()
 		tag, err := tx.Exec(ctx, `INSERT INTO tinker_weights (model_id, kind, name, policy, hash) VALUES ($1, 'sampler', $2, $3, $4)
-			ON CONFLICT DO NOTHING`, m.id, req.Path, m.pol.Encode(), hash)
+			ON CONFLICT DO NOTHING`, m.id, name, m.pol.Encode(), hash)
 		if err != nil {
 			return nil, err
 		}
 		if tag.RowsAffected() == 0 {
-			return nil, &httpError{status: 409, field: "path", msg: fmt.Sprintf("model %s already has sampler weights %q", m.id, req.Path)}
+			return nil, &httpError{status: 409, field: "path", msg: fmt.Sprintf("model %s already has sampler weights %q", m.id, name)}
 		}
-		return tinker.SaveWeightsForSamplerResponse{Path: samplerPath(m.id, req.Path), Type: "save_weights_for_sampler", ContentHash: hash}, nil
+		if !ephemeral {
+			return tinker.SaveWeightsForSamplerResponse{Path: samplerPath(m.id, name), Type: "save_weights_for_sampler", ContentHash: hash}, nil
+		}
+		var session string
+		if err := tx.QueryRow(ctx, `SELECT session_id FROM tinker_models WHERE model_id = $1`, m.id).Scan(&session); err != nil {
+			return nil, err
+		}
+		id := samplingID(session, *req.SamplingSessionSeqID)
+		if err := putSamplingSession(ctx, tx, id, samplingSession{ModelPath: samplerPath(m.id, name)}); err != nil {
+			return nil, err
+		}
+		return map[string]string{"sampling_session_id": id, "type": "save_weights_for_sampler", "content_hash": hash}, nil
 	})
 }
 
@@ -403,17 +546,34 @@ func (s *Server) saveForSampler(ctx context.Context, body []byte, idem string) (
 // applied is not part of it (as in Tinker, whose optimiser state is the
 // moments).
 func (s *Server) saveWeights(ctx context.Context, body []byte, idem string) (any, error) {
-	var req tinker.SaveWeightsRequest
+	var req struct {
+		ModelID    string `json:"model_id"`
+		Path       string `json:"path"`
+		SeqID      *int64 `json:"seq_id"`
+		TTLSeconds *int64 `json:"ttl_seconds"`
+		Overwrite  bool   `json:"overwrite"`
+	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if !namePattern.MatchString(req.Path) {
+	if req.Path != "" && !namePattern.MatchString(req.Path) {
 		return nil, bad("path", "%q: want a name of [A-Za-z0-9_-], 1 to 255 characters", req.Path)
 	}
 	return s.modelOp(ctx, "save_weights", req.ModelID, req.SeqID, idem, func(tx pgx.Tx, m *modelState) (any, error) {
+		if req.Path == "" {
+			// No name: one derived from the request's place.
+			req.Path = "state-" + strconv.FormatInt(m.optimSteps, 10)
+			if req.SeqID != nil {
+				req.Path = "seq-" + strconv.FormatInt(*req.SeqID, 10)
+			}
+		}
 		hash := m.pol.Hash()
-		tag, err := tx.Exec(ctx, `INSERT INTO tinker_weights (model_id, kind, name, policy, hash) VALUES ($1, 'training', $2, $3, $4)
-			ON CONFLICT DO NOTHING`, m.id, req.Path, m.pol.Encode(), hash)
+		conflict := `ON CONFLICT DO NOTHING`
+		if req.Overwrite {
+			conflict = `ON CONFLICT (model_id, kind, name) DO UPDATE SET policy = EXCLUDED.policy, hash = EXCLUDED.hash, created_at = now()`
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO tinker_weights (model_id, kind, name, policy, hash) VALUES ($1, 'training', $2, $3, $4) `+conflict,
+			m.id, req.Path, m.pol.Encode(), hash)
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +590,16 @@ func (s *Server) saveWeights(ctx context.Context, body []byte, idem string) (any
 // accumulated gradient is dropped. The built-in policy cannot reset its
 // Adam state alone, so optimizer must be true.
 func (s *Server) loadWeights(ctx context.Context, body []byte, idem string) (any, error) {
-	var req tinker.LoadWeightsRequest
+	var req struct {
+		ModelID      string         `json:"model_id"`
+		SeqID        *int64         `json:"seq_id"`
+		SessionID    string         `json:"session_id"`
+		ModelSeqID   *int64         `json:"model_seq_id"`
+		BaseModel    string         `json:"base_model"`
+		UserMetadata map[string]any `json:"user_metadata"`
+		Path         string         `json:"path"`
+		Optimizer    bool           `json:"optimizer"`
+	}
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -439,7 +608,13 @@ func (s *Server) loadWeights(ctx context.Context, body []byte, idem string) (any
 	case !ok:
 		return nil, bad("path", "%q: want tinker://<model>/weights/<name> (training weights of save_weights)", req.Path)
 	case !req.Optimizer:
-		return nil, bad("optimizer", "false: this server loads training weights with their optimiser state only")
+		return nil, bad("optimizer", "false: this server loads training weights with their optimiser state only (load_state_with_optimizer, create_training_client_from_state_with_optimizer)")
+	case req.SessionID != "" && req.ModelID != "":
+		return nil, bad("session_id", "give model_id or session_id + model_seq_id, not both")
+	case req.SessionID != "" && req.ModelSeqID == nil:
+		return nil, bad("model_seq_id", "required with session_id")
+	case req.SessionID != "":
+		return s.createFromState(ctx, req.SessionID, *req.ModelSeqID, req.BaseModel, req.UserMetadata, src, name, req.Path, idem)
 	}
 	return s.modelOp(ctx, "load_weights", req.ModelID, req.SeqID, idem, func(tx pgx.Tx, m *modelState) (any, error) {
 		var data []byte
@@ -463,6 +638,80 @@ func (s *Server) loadWeights(ctx context.Context, body []byte, idem string) (any
 			return nil, fmt.Errorf("weights %s: %w", req.Path, err)
 		}
 		m.pol, m.grad = pol, nil
-		return tinker.LoadWeightsResponse{Path: req.Path, Type: "load_weights"}, nil
+		return map[string]string{"path": req.Path, "model_id": m.id, "type": "load_weights"}, nil
 	})
+}
+
+// createFromState creates model <session>:train:<model_seq_id> from saved
+// training weights (load_weights with session addressing, the SDK's
+// create_model_via_load_weights): the model takes the base model, rank and
+// (unless the request gives its own) user metadata of the weights' model,
+// and the load is its request 0. A repeated (session, model_seq_id) gets
+// the first load's future.
+func (s *Server) createFromState(ctx context.Context, session string, modelSeq int64, baseModel string, meta map[string]any,
+	src, name, path, idem string) (any, error) {
+	model := session + ":train:" + strconv.FormatInt(modelSeq, 10)
+	var out any
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM tinker_sessions WHERE session_id = $1`, session).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return notFound("session_id", "no session %q", session)
+		}
+		var existing string
+		err := tx.QueryRow(ctx, `SELECT model_id FROM tinker_models WHERE session_id = $1 AND model_seq_id = $2`, session, modelSeq).Scan(&existing)
+		if err == nil {
+			var id int64
+			if err := tx.QueryRow(ctx, `SELECT request_id FROM tinker_futures WHERE model_id = $1 AND seq_id = 0`, existing).Scan(&id); err != nil {
+				if errors.Is(err, pgx.ErrNoRows) {
+					return &httpError{status: 409, field: "model_seq_id", msg: fmt.Sprintf("%d: session %s already has model %s", modelSeq, session, existing)}
+				}
+				return err
+			}
+			out = tinker.FutureResponse{RequestID: strconv.FormatInt(id, 10), ModelID: existing}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		var data, srcMeta []byte
+		var base string
+		var rank int
+		err = tx.QueryRow(ctx, `SELECT w.policy, m.base_model, m.lora_rank, m.user_metadata FROM tinker_weights w JOIN tinker_models m USING (model_id)
+			WHERE w.model_id = $1 AND w.kind = 'training' AND w.name = $2`, src, name).Scan(&data, &base, &rank, &srcMeta)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("path", "no training weights %s", path)
+		}
+		if err != nil {
+			return err
+		}
+		if baseModel != "" && baseModel != base {
+			return bad("base_model", "%q: %s are weights of %q", baseModel, path, base)
+		}
+		if meta != nil {
+			if srcMeta, err = json.Marshal(meta); err != nil {
+				return err
+			}
+		}
+		if _, err := policy.Decode(data, policy.ProgramGrammar{}); err != nil {
+			return fmt.Errorf("weights %s: %w", path, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO tinker_models (model_id, session_id, model_seq_id, base_model, lora_rank, user_metadata, policy, last_seq_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 0)`, model, session, modelSeq, base, rank, srcMeta, data); err != nil {
+			return err
+		}
+		zero := int64(0)
+		id, err := insertFuture(ctx, tx, "load_weights", model, &zero, idem, map[string]string{"path": path, "model_id": model, "type": "load_weights"})
+		if err != nil {
+			return err
+		}
+		out = tinker.FutureResponse{RequestID: id, ModelID: model}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

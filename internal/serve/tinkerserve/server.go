@@ -34,6 +34,14 @@ type Options struct {
 	APIKey string
 	// Log gets one line per failed request (never a key); nil discards.
 	Log *slog.Logger
+	// SuiteSeed is the suite that sizes the input of a model whose
+	// create_model names none (user_metadata.wmrl_suite), as the SDK's
+	// create_lora_training_client without metadata does.
+	SuiteSeed uint64
+	// Defer is how many polls of each future are answered as pending
+	// (alternately HTTP 408 and try_again) before its result, so that a
+	// client's waiting is exercised; 0 answers at once.
+	Defer int
 }
 
 // Server is the http.Handler of the built-in Tinker server. It keeps all
@@ -45,6 +53,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	cache []cached // decoded policies, most recent last
+	base  map[int]*policy.Policy
+	polls map[int64]int // polls answered as pending, per future (Defer)
 }
 
 type cached struct {
@@ -57,7 +67,7 @@ func New(db *pgxpool.Pool, tasks backend.TaskSource, opts Options) *Server {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{db: db, tasks: tasks, opts: opts}
+	return &Server{db: db, tasks: tasks, opts: opts, base: map[int]*policy.Policy{}, polls: map[int64]int{}}
 }
 
 // maxRequest bounds a request body.
@@ -68,6 +78,8 @@ type httpError struct {
 	status int
 	field  string
 	msg    string
+	// queueState, when set, goes into the body as queue_state (a 408).
+	queueState string
 }
 
 func (e *httpError) Error() string { return e.field + ": " + e.msg }
@@ -80,18 +92,29 @@ func notFound(field, format string, args ...any) *httpError {
 	return &httpError{status: http.StatusNotFound, field: field, msg: fmt.Sprintf(format, args...)}
 }
 
+// handler is one endpoint: it gets the request body and the idempotency
+// key and returns the answer (JSON-encoded) or an error.
+type handler func(context.Context, []byte, string) (any, error)
+
 // ServeHTTP routes /api/v1/<endpoint>.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == PathHealthz {
+		// Open, as a load balancer's probe.
+		s.reply(w, r, map[string]string{"status": "ok"}, nil)
+		return
+	}
 	if s.opts.APIKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(tinker.HeaderAPIKey)), []byte(s.opts.APIKey)) != 1 {
 		s.reply(w, r, nil, &httpError{status: http.StatusUnauthorized, field: "X-API-Key", msg: "missing or wrong API key"})
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.reply(w, r, nil, &httpError{status: http.StatusMethodNotAllowed, msg: "use POST"})
-		return
+	// Endpoints the SDK reads with GET (and client/config, which some
+	// versions POST).
+	get := map[string]handler{
+		PathServerCapabilities:  s.capabilities,
+		PathClientConfig:        s.clientConfig,
+		PathClientDynamicConfig: s.clientDynamicConfig,
 	}
-	h, ok := map[string]func(context.Context, []byte, string) (any, error){
+	post := map[string]handler{
 		tinker.PathCreateSession:         s.createSession,
 		tinker.PathSessionHeartbeat:      s.sessionHeartbeat,
 		tinker.PathCreateModel:           s.createModel,
@@ -103,9 +126,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tinker.PathSaveWeights:           s.saveWeights,
 		tinker.PathLoadWeights:           s.loadWeights,
 		tinker.PathRetrieveFuture:        s.retrieveFuture,
-	}[r.URL.Path]
-	if !ok {
-		s.reply(w, r, nil, notFound("path", "no endpoint %s", r.URL.Path))
+		PathClientConfig:                 s.clientConfig,
+		PathClientDynamicConfig:          s.clientDynamicConfig,
+		PathCreateSamplingSession:        s.createSamplingSession,
+		PathWeightsInfo:                  s.weightsInfo,
+		PathTelemetry:                    s.telemetry,
+		PathUnloadModel:                  s.unloadModel,
+	}
+	var h handler
+	switch r.Method {
+	case http.MethodGet:
+		h = get[r.URL.Path]
+	case http.MethodPost:
+		h = post[r.URL.Path]
+	}
+	if h == nil {
+		_, inGet := get[r.URL.Path]
+		_, inPost := post[r.URL.Path]
+		switch {
+		case inGet && inPost:
+			w.Header().Set("Allow", "GET, POST")
+		case inGet:
+			w.Header().Set("Allow", http.MethodGet)
+		case inPost:
+			w.Header().Set("Allow", http.MethodPost)
+		default:
+			s.reply(w, r, nil, notFound("path", "no endpoint %s", r.URL.Path))
+			return
+		}
+		s.reply(w, r, nil, &httpError{status: http.StatusMethodNotAllowed, msg: r.Method + " " + r.URL.Path + ": use " + w.Header().Get("Allow")})
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
@@ -117,8 +166,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reply(w, r, nil, &httpError{status: http.StatusRequestEntityTooLarge, field: "body", msg: "too large"})
 		return
 	}
+	if r.Method == http.MethodPost && isProtobuf(r.Header.Get("Content-Type")) {
+		if r.URL.Path != tinker.PathForwardBackward {
+			s.reply(w, r, nil, &httpError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+				msg: "application/x-protobuf: this server takes protobuf bodies for forward_backward only; send JSON"})
+			return
+		}
+		if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+			s.reply(w, r, nil, &httpError{status: http.StatusUnsupportedMediaType, field: "Content-Encoding",
+				msg: enc + ": this server takes uncompressed bodies (its client/config says proto_compress_fwdbwd: false)"})
+			return
+		}
+		if body, err = forwardBackwardJSON(body); err != nil {
+			s.reply(w, r, nil, err)
+			return
+		}
+	}
 	out, err := h(r.Context(), body, r.Header.Get(tinker.HeaderIdempotencyKey))
 	s.reply(w, r, out, err)
+}
+
+// isProtobuf reports whether a Content-Type is the SDK's protobuf one.
+func isProtobuf(ct string) bool {
+	ct, _, _ = strings.Cut(ct, ";")
+	return strings.TrimSpace(strings.ToLower(ct)) == "application/x-protobuf"
 }
 
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err error) {
@@ -134,7 +205,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err erro
 			category = "server"
 		}
 		w.WriteHeader(he.status)
-		_ = json.NewEncoder(w).Encode(tinker.ErrorResponse{Error: he.msg, Category: category, Field: he.field})
+		_ = json.NewEncoder(w).Encode(tinker.ErrorResponse{Error: he.msg, Category: category, Field: he.field, QueueState: he.queueState})
 		return
 	}
 	if raw, ok := out.(json.RawMessage); ok {
@@ -154,6 +225,12 @@ func decode(body []byte, v any) error {
 		return bad("body", "not JSON: %v", err)
 	}
 	return nil
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 func newID(prefix string) string {
@@ -217,10 +294,10 @@ func (s *Server) createModel(ctx context.Context, body []byte, idem string) (any
 	case req.SessionID == "":
 		return nil, bad("session_id", "empty")
 	}
-	u := func(k string) (uint64, error) {
+	u := func(k string, def uint64) (uint64, error) {
 		v, ok := metaString(req.UserMetadata, k)
 		if !ok {
-			return 0, bad("user_metadata."+k, "required (an unsigned integer)")
+			return def, nil
 		}
 		x, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -239,17 +316,17 @@ func (s *Server) createModel(ctx context.Context, body []byte, idem string) (any
 		}
 		return x, nil
 	}
-	initSeed, err := u("wmrl_seed")
+	initSeed, err := u("wmrl_seed", 0)
 	if err != nil {
 		return nil, err
 	}
-	suiteSeed, err := u("wmrl_suite")
+	suiteSeed, err := u("wmrl_suite", s.opts.SuiteSeed)
 	if err != nil {
 		return nil, err
 	}
 	var set backend.PolicySettings
 	if _, ok := metaString(req.UserMetadata, "wmrl_hidden"); ok {
-		h, err := u("wmrl_hidden")
+		h, err := u("wmrl_hidden", 0)
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +477,10 @@ func (s *Server) getInfo(ctx context.Context, body []byte, _ string) (any, error
 	if err != nil {
 		return nil, fmt.Errorf("get info: %w", err)
 	}
-	return tinker.GetInfoResponse{ModelID: req.ModelID, ModelData: tinker.ModelData{BaseModel: base, LoraConfig: &tinker.LoraConfig{Rank: rank}, ModelName: base}, Type: "get_info"}, nil
+	// The fields of wmrl's client (model_data.base_model, lora_config) and
+	// of the SDK's GetInfoResponse (model_name, is_lora, lora_rank).
+	return map[string]any{"model_id": req.ModelID, "type": "get_info", "is_lora": true, "lora_rank": rank, "model_name": base,
+		"model_data": map[string]any{"base_model": base, "lora_config": map[string]int{"rank": rank}, "model_name": base, "arch": "wmrl-builtin-policy"}}, nil
 }
 
 func (s *Server) retrieveFuture(ctx context.Context, body []byte, _ string) (any, error) {
@@ -419,6 +499,21 @@ func (s *Server) retrieveFuture(ctx context.Context, body []byte, _ string) (any
 	}
 	if err != nil {
 		return nil, fmt.Errorf("retrieve future: %w", err)
+	}
+	if s.opts.Defer > 0 {
+		s.mu.Lock()
+		n := s.polls[id]
+		if n < s.opts.Defer {
+			s.polls[id] = n + 1
+		}
+		s.mu.Unlock()
+		if n < s.opts.Defer {
+			// Pending: the SDK polls again on a 408 and on try_again.
+			if n%2 == 0 {
+				return nil, &httpError{status: http.StatusRequestTimeout, field: "request_id", msg: "pending", queueState: "active"}
+			}
+			return tinker.TryAgainResponse{Type: tinker.TypeTryAgain, RequestID: req.RequestID, QueueState: "active"}, nil
+		}
 	}
 	return json.RawMessage(raw), nil
 }

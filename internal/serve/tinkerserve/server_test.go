@@ -399,13 +399,17 @@ func TestBadRequests(t *testing.T) {
 		path, body, field string
 	}{
 		{tinker.PathCreateModel, `{"session_id":"s","model_seq_id":0,"base_model":"Qwen/Qwen3-8B","type":"create_model"}`, "base_model"},
-		{tinker.PathCreateModel, `{"session_id":"s","model_seq_id":0,"base_model":"` + tinker.BuiltinBaseModel + `","user_metadata":{"wmrl_suite":"7"}}`, "user_metadata.wmrl_seed"},
+		{tinker.PathCreateModel, `{"session_id":"s","model_seq_id":0,"base_model":"` + tinker.BuiltinBaseModel + `","user_metadata":{"wmrl_seed":"x"}}`, "user_metadata.wmrl_seed"},
 		{tinker.PathCreateModel, `{"session_id":"s","base_model":"` + tinker.BuiltinBaseModel + `","lora_config":{"rank":0}}`, "lora_config.rank"},
 		{tinker.PathForwardBackward, must(tinker.ForwardBackwardRequest{ModelID: model, ForwardBackwardInput: tinker.ForwardBackwardInput{Data: datums, LossFn: "cross_entropy"}}), "forward_backward_input.loss_fn"},
 		{tinker.PathForwardBackward, must(tinker.ForwardBackwardRequest{ModelID: model, ForwardBackwardInput: tinker.ForwardBackwardInput{Data: []tinker.Datum{datums[0], shifted}, LossFn: "ppo"}}), "forward_backward_input.data[1].loss_fn_inputs.target_tokens"},
 		{tinker.PathForwardBackward, `{"model_id":"` + model + `","forward_backward_input":{"data":"x","loss_fn":"ppo"}}`, "forward_backward_input.data"},
 		{tinker.PathOptimStep, must(tinker.OptimStepRequest{ModelID: model, AdamParams: tinker.AdamParams{LearningRate: -1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}}), "adam_params.learning_rate"},
-		{tinker.PathAsample, must(tinker.SampleRequest{NumSamples: 1, ModelPath: ck.Location, Prompt: tinker.ModelInput{Chunks: []tinker.ModelInputChunk{{Type: "encoded_text", Tokens: prompt}}}, SamplingParams: tinker.SamplingParams{Temperature: 1}}), "sampling_params.seed"},
+		{tinker.PathAsample, must(tinker.SampleRequest{NumSamples: 1, ModelPath: ck.Location, Prompt: tinker.ModelInput{Chunks: []tinker.ModelInputChunk{{Type: "encoded_text", Tokens: prompt}}}, SamplingParams: tinker.SamplingParams{Temperature: 0.7}}), "sampling_params.temperature"},
+		{tinker.PathAsample, `{"prompt":{"chunks":[]},"sampling_params":{},"base_model":"Qwen/Qwen3-8B"}`, "base_model"},
+		{tinker.PathAsample, must(tinker.SampleRequest{NumSamples: 1, ModelPath: ck.Location, Prompt: tinker.ModelInput{Chunks: []tinker.ModelInputChunk{{Type: "encoded_text", Tokens: prompt}}}}) + "", "sampling_params.temperature"},
+		{tinker.PathOptimStep, `{"model_id":"` + model + `","adam_params":{"weight_decay":0.1}}`, "adam_params.weight_decay"},
+		{tinker.PathLoadWeights, `{"model_id":"` + model + `","path":"tinker://m/weights/x","optimizer":false}`, "optimizer"},
 		{tinker.PathAsample, must(tinker.SampleRequest{NumSamples: 1, ModelPath: ck.Location, Prompt: tinker.ModelInput{Chunks: []tinker.ModelInputChunk{{Type: "encoded_text", Tokens: []int{55, 47, 110, 111}}}}, SamplingParams: tinker.SamplingParams{Seed: &seed, Temperature: 1}}), "prompt"},
 		{tinker.PathSaveWeightsForSampler, must(tinker.SaveWeightsForSamplerRequest{ModelID: model, Path: "../x"}), "path"},
 	} {
