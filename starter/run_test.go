@@ -29,7 +29,7 @@ func runCmd(ctx context.Context, args ...string) (stdout, stderr string, err err
 var nowhere = []string{"--address", "127.0.0.1:1", "--database-url", "host=127.0.0.1 port=1 user=x dbname=x connect_timeout=1"}
 
 func TestRunConfigErrorsNameEveryField(t *testing.T) {
-	bad := writeFile(t, "bad.yaml", "steps: 0\ngroups: 4\nanchors:\n  fraction: 1.5\ndenoise:\n  half_life: -1\nsandbox:\n  kind: vm\n")
+	bad := writeFile(t, "bad.yaml", "steps: 0\ngroups: 4\nanchors:\n  fraction: 1.5\ndenoise:\n  half_life: -1\nsandbox:\n  kind: VM\n")
 	tests := []struct {
 		name string
 		give []string

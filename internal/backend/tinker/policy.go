@@ -409,7 +409,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		if err != nil {
 			return fail(fmt.Errorf("forward_backward: %w", err))
 		}
-		if g, ok := out.Metrics["grad_norm"]; ok {
+		if g, ok := gradNorm(out.Metrics); ok {
 			stats.GradNorm = g
 		}
 	}
@@ -421,7 +421,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	if err != nil {
 		return fail(fmt.Errorf("optim_step: %w", err))
 	}
-	if g, ok := out.Metrics["grad_norm"]; ok {
+	if g, ok := gradNorm(out.Metrics); ok {
 		stats.GradNorm = g
 	}
 	state, err := p.SaveWeights(ctx, req.Key+"/save_weights", model, seqTrainingState(v+1), checkpointName(v+1))
@@ -467,4 +467,15 @@ func (p *Policy) with(s backend.PolicySettings) Config {
 		c.Temperature = m.Temperature
 	}
 	return c
+}
+
+// gradNorm reads the gradient norm from a response's metrics: named with
+// its reduction ("grad_norm:mean", as the Tinker API names metrics) or, from
+// servers before that, bare.
+func gradNorm(m map[string]float64) (float64, bool) {
+	if g, ok := m["grad_norm:mean"]; ok {
+		return g, true
+	}
+	g, ok := m["grad_norm"]
+	return g, ok
 }
