@@ -151,10 +151,11 @@ anchors, for a world model that never scored it.`,
 				if err != nil {
 					return err
 				}
-				ts, err := st.AnchorTrajectories(ctx, id)
+				load := st.AnchorTrajectories
 				if executed {
-					ts, err = st.ExecutedTrajectories(ctx, id)
+					load = st.ExecutedTrajectories
 				}
+				ts, err := load(ctx, id)
 				if err != nil {
 					return err
 				}

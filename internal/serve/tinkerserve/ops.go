@@ -80,8 +80,8 @@ func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, er
 	case req.ModelPath != nil && *req.ModelPath != "":
 		ss.ModelPath = *req.ModelPath
 	case req.BaseModel != nil && *req.BaseModel != "":
-		if *req.BaseModel != tinker.BuiltinBaseModel {
-			return nil, bad("base_model", "%q: this server has only %q", *req.BaseModel, tinker.BuiltinBaseModel)
+		if herr := checkBaseModel(*req.BaseModel); herr != nil {
+			return nil, herr
 		}
 		ss.BaseModel = *req.BaseModel
 	default:
@@ -714,4 +714,12 @@ func (s *Server) createFromState(ctx context.Context, session string, modelSeq i
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkBaseModel refuses a base model other than the built-in policy's.
+func checkBaseModel(name string) *httpError {
+	if name != tinker.BuiltinBaseModel {
+		return bad("base_model", "%q: this server has only %q", name, tinker.BuiltinBaseModel)
+	}
+	return nil
 }

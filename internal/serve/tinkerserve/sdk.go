@@ -199,8 +199,8 @@ func (s *Server) createSamplingSession(ctx context.Context, body []byte, _ strin
 		}
 		ss.ModelPath = *req.ModelPath
 	case req.BaseModel != nil && *req.BaseModel != "":
-		if *req.BaseModel != tinker.BuiltinBaseModel {
-			return nil, bad("base_model", "%q: this server has only %q", *req.BaseModel, tinker.BuiltinBaseModel)
+		if herr := checkBaseModel(*req.BaseModel); herr != nil {
+			return nil, herr
 		}
 		ss.BaseModel = *req.BaseModel
 	default:
