@@ -8,9 +8,9 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/tinker"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/serve/tinkerserve"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -77,7 +77,7 @@ func seedTinkerRun(t *testing.T, a *Activities, pol *tinker.Policy, id string, n
 		if err := a.Store.PutCheckpoint(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, metrics.Step{Groups: 1}); err != nil {
+		if err := a.Store.FinishStep(ctx, id, step, store.StepCompleted, stepsummary.Step{Groups: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

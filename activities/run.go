@@ -7,9 +7,9 @@ import (
 	"fmt"
 
 	"github.com/wmrl/wmrl/internal/backend"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -175,6 +175,6 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	return nil
 }
 
-// StepMetrics summarises a completed step (metrics.Step, stored as its
+// StepMetrics summarises a completed step (stepsummary.Step, stored as its
 // JSON with the step).
-type StepMetrics = metrics.Step
+type StepMetrics = stepsummary.Step

@@ -4,6 +4,14 @@
 // the built-in suite and its world model, the database schema (migrate),
 // the benchmark (bench reproduce) and the built-in grader and world model
 // as HTTP services (serve).
+//
+// Each command is one file named for its help group: runs_*.go (run,
+// status, list, inspect, report, the run controls, continue, terminate),
+// method_*.go (calibrate, suite, exec, worldmodel, tasks) and setup_*.go
+// (migrate, bench, serve). What they share: args.go (argument checks and
+// usage errors), conn.go (connection flags and clients), temporal.go
+// (workflow queries), progress.go (the step display) and outage.go (waiting
+// out a Temporal or Postgres outage).
 package main
 
 import (

@@ -15,9 +15,9 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/backend/tinker"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/serve/tinkerserve"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 	"github.com/wmrl/wmrl/internal/worldmodel"
@@ -41,7 +41,7 @@ func TestContinueTinkerNeedsTrainingWeights(t *testing.T) {
 	if err := st.UpsertRun(ctx, store.Run{ID: "old", Name: "old", Mode: cfg.Mode, Config: raw, Seed: cfg.Seed, Steps: 4, State: store.RunFailed}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishStep(ctx, "old", 0, store.StepCompleted, metrics.Step{Groups: 4}); err != nil {
+	if err := st.FinishStep(ctx, "old", 0, store.StepCompleted, stepsummary.Step{Groups: 4}); err != nil {
 		t.Fatal(err)
 	}
 	for v := range 2 {

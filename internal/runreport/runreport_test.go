@@ -17,8 +17,8 @@ import (
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -97,7 +97,7 @@ func WriteRun(t *testing.T, st *store.Store, id string, done, planned int) []int
 		if step == done {
 			break
 		}
-		m := metrics.Step{Groups: 2, Samples: 4, AnchorGroups: 1, Trajectories: 8, Executed: 4, Graded: 8,
+		m := stepsummary.Step{Groups: 2, Samples: 4, AnchorGroups: 1, Trajectories: 8, Executed: 4, Graded: 8,
 			MeanReward: 0.5 + 0.01*float64(step), MeanEnv: 0.6, MeanWM: 0.4, Rho: 1 + 0.25*float64(step),
 			CalibrationPairs: len(wm), BiasBefore: before, BiasAfter: after, CPUSeconds: 1, WallSeconds: 2}
 		if err := st.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
@@ -390,7 +390,7 @@ func TestReportNotes(t *testing.T) {
 	if err := st.StartStep(ctx, "report-grpo", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinishStep(ctx, "report-grpo", 0, store.StepCompleted, metrics.Step{Groups: 1, Rho: 1}); err != nil {
+	if err := st.FinishStep(ctx, "report-grpo", 0, store.StepCompleted, stepsummary.Step{Groups: 1, Rho: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// A wmrl run whose signal gate closed in its second step.
@@ -401,7 +401,7 @@ func TestReportNotes(t *testing.T) {
 		if err := st.StartStep(ctx, "report-gate", i); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishStep(ctx, "report-gate", i, store.StepCompleted, metrics.Step{Groups: 1, Rho: 2, Gate: &g}); err != nil {
+		if err := st.FinishStep(ctx, "report-gate", i, store.StepCompleted, stepsummary.Step{Groups: 1, Rho: 2, Gate: &g}); err != nil {
 			t.Fatal(err)
 		}
 	}

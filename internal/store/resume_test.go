@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/wmrl/wmrl/internal/metrics"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 func TestResumeRun(t *testing.T) {
@@ -23,7 +23,7 @@ func TestResumeRun(t *testing.T) {
 		}
 	}
 	for step := range 2 { // step 2 never completed
-		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
+		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, stepsummary.Step{Rho: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestResumeRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := range 2 {
-		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
+		if err := s.FinishStep(ctx, gone.ID, step, StepCompleted, stepsummary.Step{Rho: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func TestContinueCheckpoint(t *testing.T) {
 		}
 	}
 	for step := range 2 {
-		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, metrics.Step{Rho: 1}); err != nil {
+		if err := s.FinishStep(ctx, old.ID, step, StepCompleted, stepsummary.Step{Rho: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wmrl/wmrl/internal/metrics"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 // StepStatus is the state of a training step.
@@ -25,10 +25,10 @@ const (
 // Step is one training step of a run and, once it ended, its metrics (all
 // zero before).
 type Step struct {
-	Run     string       `json:"run"`
-	Step    int          `json:"step"`
-	Status  StepStatus   `json:"status"`
-	Metrics metrics.Step `json:"metrics"`
+	Run     string           `json:"run"`
+	Step    int              `json:"step"`
+	Status  StepStatus       `json:"status"`
+	Metrics stepsummary.Step `json:"metrics"`
 	// FractionRecorded is false for a step recorded before the metrics
 	// carried the anchor fraction (Metrics.AnchorFraction is then 0, not
 	// the fraction the step used).
@@ -57,7 +57,7 @@ func (s *Store) StartStep(ctx context.Context, run string, step int) error {
 // with others an ErrConflict. Metrics must be finite. They are stored as
 // their JSON, the same names as the name → number rows of earlier versions,
 // so finishing such a row again with the same values is still a no-op.
-func (s *Store) FinishStep(ctx context.Context, run string, step int, status StepStatus, m metrics.Step) error {
+func (s *Store) FinishStep(ctx context.Context, run string, step int, status StepStatus, m stepsummary.Step) error {
 	if run == "" || step < 0 {
 		return fmt.Errorf("finish step: invalid run %q step %d", run, step)
 	}
@@ -113,7 +113,7 @@ func (s *Store) Steps(ctx context.Context, run string) ([]Step, error) {
 	return ss, nil
 }
 
-// decodeMetrics reads a step's stored metrics: metrics.Step's JSON, or the
+// decodeMetrics reads a step's stored metrics: stepsummary.Step's JSON, or the
 // name → number object of earlier versions (same names; whole numbers for
 // the counts), where a missing name reads as 0. '{}' is a step that has not
 // completed.

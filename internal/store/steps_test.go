@@ -3,11 +3,11 @@ package store
 import (
 	"testing"
 
-	"github.com/wmrl/wmrl/internal/metrics"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 // TestStepsOldMetricsRows reads rows written before the metrics were stored
-// as metrics.Step: the name → number object of StepMetrics.Map, whose keys
+// as stepsummary.Step: the name → number object of StepMetrics.Map, whose keys
 // json.Marshal sorted and whose counts were float64, and an older one
 // without anchor_fraction.
 func TestStepsOldMetricsRows(t *testing.T) {
@@ -35,15 +35,15 @@ func TestStepsOldMetricsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []struct {
-		metrics  metrics.Step
+		metrics  stepsummary.Step
 		recorded bool
 	}{
-		{metrics.Step{Groups: 4, Samples: 4, AnchorGroups: 1, AnchorFraction: 0.25, Trajectories: 16, Executed: 8,
+		{stepsummary.Step{Groups: 4, Samples: 4, AnchorGroups: 1, AnchorFraction: 0.25, Trajectories: 16, Executed: 8,
 			Ungraded: 2, Graded: 14, MeanReward: 0.45, MeanEnv: 0.4, MeanWM: 0.6, Rho: 2.5, AnchorShare: 0.5,
 			SkippedGroups: 1, CalibrationPairs: 16, BiasBefore: 0.3, BiasAfter: -0.1, Objective: -0.2, KL: 0.01,
 			GradNorm: 0.75, CPUSeconds: 1.5, WallSeconds: 3.25}, true},
-		{metrics.Step{Groups: 4, Rho: 1}, false},
-		{metrics.Step{}, false}, // running: '{}'
+		{stepsummary.Step{Groups: 4, Rho: 1}, false},
+		{stepsummary.Step{}, false}, // running: '{}'
 	}
 	if len(steps) != len(want) {
 		t.Fatalf("%d steps, want %d", len(steps), len(want))

@@ -14,8 +14,8 @@ import (
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 // newRun stores a run named after the test and returns it.
@@ -170,16 +170,16 @@ func TestSteps(t *testing.T) {
 			}
 		}
 	}
-	m := metrics.Step{MeanReward: 0.5, Rho: 0.25}
+	m := stepsummary.Step{MeanReward: 0.5, Rho: 0.25}
 	for range 2 {
 		if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.FinishStep(ctx, r.ID, 1, StepCompleted, metrics.Step{}); err != nil {
+	if err := s.FinishStep(ctx, r.ID, 1, StepCompleted, stepsummary.Step{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, metrics.Step{MeanReward: 0.6, Rho: 0.25}); !errors.Is(err, ErrConflict) {
+	if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, stepsummary.Step{MeanReward: 0.6, Rho: 0.25}); !errors.Is(err, ErrConflict) {
 		t.Errorf("finishing step 0 with other metrics: %v, want ErrConflict", err)
 	}
 	if err := s.FinishStep(ctx, r.ID, 0, StepFailed, m); !errors.Is(err, ErrConflict) {
@@ -208,7 +208,7 @@ func TestSteps(t *testing.T) {
 	if err != nil || !ok || last != 1 {
 		t.Errorf("LastCompletedStep = %d, %v, %v; want 1, true", last, ok, err)
 	}
-	if err := s.FinishStep(ctx, r.ID, 2, StepCompleted, metrics.Step{KL: math.NaN()}); err == nil {
+	if err := s.FinishStep(ctx, r.ID, 2, StepCompleted, stepsummary.Step{KL: math.NaN()}); err == nil {
 		t.Error("FinishStep accepted a NaN metric")
 	}
 }

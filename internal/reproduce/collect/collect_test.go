@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/executor"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/reproduce"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -56,7 +56,7 @@ func write(t *testing.T, st *store.Store, id string, done bool) {
 		if step == 2 && !done {
 			break
 		}
-		m := metrics.Step{Groups: 2, AnchorGroups: 1, Rho: 1 + float64(step), BiasBefore: 0.3, BiasAfter: -0.1}
+		m := stepsummary.Step{Groups: 2, AnchorGroups: 1, Rho: 1 + float64(step), BiasBefore: 0.3, BiasAfter: -0.1}
 		if err := st.FinishStep(ctx, id, step, store.StepCompleted, m); err != nil {
 			t.Fatal(err)
 		}

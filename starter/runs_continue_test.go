@@ -8,8 +8,8 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -35,7 +35,7 @@ func TestResumeFromWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for step := range 2 {
-		if err := st.FinishStep(ctx, "old", step, store.StepCompleted, metrics.Step{Groups: 4}); err != nil {
+		if err := st.FinishStep(ctx, "old", step, store.StepCompleted, stepsummary.Step{Groups: 4}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 // inspect --json keeps the shape of the metrics stored by name: {} until
@@ -16,7 +16,7 @@ func TestInspectMetricsJSON(t *testing.T) {
 		want string
 	}{
 		{give: inspectMetrics{}, want: `{}`},
-		{give: inspectMetrics{&metrics.Step{Groups: 4, Rho: 2.5}}, want: `{"groups":4,"samples":0,"anchor_groups":0,` +
+		{give: inspectMetrics{&stepsummary.Step{Groups: 4, Rho: 2.5}}, want: `{"groups":4,"samples":0,"anchor_groups":0,` +
 			`"anchor_fraction":0,"trajectories":0,"executed":0,"ungraded":0,"graded":0,"mean_reward":0,"mean_env":0,` +
 			`"mean_wm":0,"rho":2.5,"anchor_share":0,"skipped_groups":0,"calibration_pairs":0,"bias_before":0,` +
 			`"bias_after":0,"objective":0,"kl":0,"grad_norm":0,"cpu_seconds":0,"wall_seconds":0}`},

@@ -1,4 +1,4 @@
-// Package metrics is the summary of a completed training step: one struct,
+// Package stepsummary is the summary of a completed training step: one struct,
 // Step, that the step workflow fills, the FinishStep activity stores in
 // Postgres as its JSON (steps.metrics), and status, inspect, resume and the
 // reproduction records read back.
@@ -7,7 +7,7 @@
 // rows: they must not change. Rows written before Step was stored as itself
 // hold a name → number object of the same names, which decodes into Step
 // unchanged (names it lacks read as 0).
-package metrics
+package stepsummary
 
 import (
 	"fmt"

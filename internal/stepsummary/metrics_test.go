@@ -1,4 +1,4 @@
-package metrics
+package stepsummary
 
 import (
 	"encoding/json"

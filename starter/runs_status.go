@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/activities"
-	"github.com/wmrl/wmrl/internal/metrics"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
 )
@@ -284,7 +284,7 @@ func runState(recorded store.RunState, wf string) string {
 
 // stepSummary rebuilds a completed step's summary from its stored metrics
 // and anchor flags.
-func stepSummary(ctx context.Context, st *store.Store, run string, step int, m metrics.Step) (workflows.StepSummary, error) {
+func stepSummary(ctx context.Context, st *store.Store, run string, step int, m stepsummary.Step) (workflows.StepSummary, error) {
 	sum := workflows.StepSummary{Step: step, Anchors: []int{}, Metrics: m}
 	ts, err := st.StepTrajectories(ctx, run, step)
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runreport"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -71,7 +71,7 @@ func writeReportRun(t *testing.T, st *store.Store, id string) {
 		if step == 2 {
 			break
 		}
-		if err := st.FinishStep(ctx, id, step, store.StepCompleted, metrics.Step{Groups: 1, AnchorGroups: 1, Rho: 1, MeanReward: 0.6}); err != nil {
+		if err := st.FinishStep(ctx, id, step, store.StepCompleted, stepsummary.Step{Groups: 1, AnchorGroups: 1, Rho: 1, MeanReward: 0.6}); err != nil {
 			t.Fatal(err)
 		}
 	}

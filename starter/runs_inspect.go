@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/isotonic"
-	"github.com/wmrl/wmrl/internal/metrics"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -39,7 +39,7 @@ type inspectReport struct {
 // inspectMetrics are a step's metrics once it completed (nil before, shown
 // as {} as when the metrics were stored by name).
 type inspectMetrics struct {
-	*metrics.Step
+	*stepsummary.Step
 }
 
 // MarshalJSON encodes the metrics, or {} when there are none.
@@ -56,7 +56,7 @@ func (m *inspectMetrics) UnmarshalJSON(b []byte) error {
 		m.Step = nil
 		return nil
 	}
-	m.Step = new(metrics.Step)
+	m.Step = new(stepsummary.Step)
 	return json.Unmarshal(b, m.Step)
 }
 
