@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -33,18 +34,34 @@ func isProtobuf(ct string) bool {
 	return err == nil && mt == contentTypeProtobuf
 }
 
-// acceptsProtobuf reports whether a request's Accept lists protobuf (with
-// a q above 0).
+// acceptsProtobuf reports whether a request's Accept prefers protobuf:
+// it lists application/x-protobuf with a q above 0 and no lower than
+// JSON's (application/json, application/* or */*; ties go to protobuf, as
+// the SDK's "application/x-protobuf, application/json" means). No Accept,
+// or one without protobuf, is JSON.
 func acceptsProtobuf(r *http.Request) bool {
+	pb, js := 0.0, 0.0
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err == nil && mt == contentTypeProtobuf && params["q"] != "0" && !strings.HasPrefix(params["q"], "0.0") {
-				return true
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if s, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(s, 64); err != nil {
+					continue
+				}
+			}
+			switch mt {
+			case contentTypeProtobuf:
+				pb = max(pb, q)
+			case "application/json", "application/*", "*/*":
+				js = max(js, q)
 			}
 		}
 	}
-	return false
+	return pb > 0 && pb >= js
 }
 
 // forwardBackwardProto is forward_backward with a protobuf body.

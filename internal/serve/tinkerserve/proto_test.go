@@ -215,6 +215,14 @@ func TestProtobufWire(t *testing.T) {
 			}
 		}
 	}
+	for _, accept := range []string{"application/x-protobuf;q=0, application/json", "application/json", "*/*", "application/json;q=0.9, application/x-protobuf;q=0.5"} {
+		if ct, _ := result(t, e.srv.URL, pid, accept); ct != "application/json" {
+			t.Errorf("Accept %q: answered %s, want JSON", accept, ct)
+		}
+	}
+	if ct, _ := result(t, e.srv.URL, pid, "application/json;q=0.1, application/x-protobuf;q=0.5"); ct != "application/x-protobuf" {
+		t.Errorf("Accept preferring protobuf: answered %s, want protobuf", ct)
+	}
 	// A future of another kind stays JSON whatever the Accept.
 	seq++
 	oid := futureOf(t, e.srv.URL, tinker.PathOptimStep, "application/json", []byte(must(tinker.OptimStepRequest{ModelID: models[1], SeqID: &seq,
