@@ -4,7 +4,12 @@
 // adapter is exercised against a real server without a GPU: sessions,
 // create_model and get_info, asample, forward_backward, optim_step,
 // save_weights_for_sampler, save_weights, load_weights and retrieve_future,
-// under /api/v1/, with the Tinker SDK's JSON shapes.
+// under /api/v1/, with the Tinker SDK's JSON shapes, and the calls the
+// official SDK (0.16 to 0.25) makes besides (sdk.go). forward_backward
+// bodies may be protobuf (Content-Type: application/x-protobuf; the
+// messages of tinkerpb/tinker.proto), and sample and forward_backward
+// results are protobuf when retrieve_future's Accept asks for it (proto.go);
+// both encodings share one implementation of each operation.
 //
 // A model is one built-in policy, initialised from the user metadata of
 // create_model: wmrl_seed (the policy's init seed) and wmrl_suite (the suite
@@ -48,8 +53,10 @@
 // (model_id, seq_id), or a repeated X-Idempotency-Key, gets the first
 // request's future back and changes nothing: an optimiser step is never
 // applied twice. A model request whose seq_id is not above the model's last
-// one is refused (409). retrieve_future never has to answer try_again or 408
-// (the client handles both; the tests inject them).
+// one is refused (409). Futures are complete when created, so
+// retrieve_future answers try_again or 408 only with Options.Defer (wmrl
+// serve --defer N: the first N polls of each future are pending), which
+// exercises a client's waiting.
 //
 // Bad requests get HTTP 400 with a JSON body {"error", "category": "user",
 // "field"} naming the field.

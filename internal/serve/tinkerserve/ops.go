@@ -292,14 +292,53 @@ func (s *Server) modelOp(ctx context.Context, kind, model string, seq *int64, id
 	return out, nil
 }
 
+// fbRequest is a forward_backward request, decoded from either of its
+// encodings: the SDK's JSON ForwardBackwardRequest or the protobuf one
+// (proto.go). Both go through forwardBackwardOp, and errors name the
+// fields by their JSON path (as the SDK's Python types name them).
+type fbRequest struct {
+	ModelID      string
+	SeqID        *int64
+	Data         []tinker.Datum
+	LossFn       string
+	LossFnConfig map[string]float64
+	// ForwardOnly computes the loss outputs without accumulating a
+	// gradient (the protobuf body's forward_only).
+	ForwardOnly bool
+}
+
 func (s *Server) forwardBackward(ctx context.Context, body []byte, idem string) (any, error) {
 	var req tinker.ForwardBackwardRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
+	// loss_fn_config is the SDK's, not a field of wmrl's client.
+	var cfg struct {
+		Input struct {
+			LossFnConfig map[string]float64 `json:"loss_fn_config"`
+		} `json:"forward_backward_input"`
+	}
+	if err := decode(body, &cfg); err != nil {
+		return nil, err
+	}
 	in := req.ForwardBackwardInput
+	return s.forwardBackwardOp(ctx, fbRequest{ModelID: req.ModelID, SeqID: req.SeqID, Data: in.Data, LossFn: in.LossFn,
+		LossFnConfig: cfg.Input.LossFnConfig}, idem)
+}
+
+// forwardBackwardOp is forward_backward: the gradient of the batch's loss
+// is added to the model's, and the future's result has one loss output per
+// datum (its logprobs) and the metrics.
+func (s *Server) forwardBackwardOp(ctx context.Context, in fbRequest, idem string) (any, error) {
 	if in.LossFn != tinker.LossImportanceSampling && in.LossFn != tinker.LossPPO {
 		return nil, bad("forward_backward_input.loss_fn", "%q: this server has %s and %s", in.LossFn, tinker.LossImportanceSampling, tinker.LossPPO)
+	}
+	for k := range in.LossFnConfig {
+		// The server takes every update as on-policy (ρ = 1), where PPO's
+		// clipping of ρ changes nothing; it has no other configuration.
+		if in.LossFn != tinker.LossPPO || (k != "clip_low_threshold" && k != "clip_high_threshold") {
+			return nil, bad("forward_backward_input.loss_fn_config."+k, "the built-in policy's %s takes no such configuration", in.LossFn)
+		}
 	}
 	// Decode every datum before taking the model's lock.
 	type item struct {
@@ -317,33 +356,44 @@ func (s *Server) forwardBackward(ctx context.Context, body []byte, idem string) 
 		}
 		items[i] = item{ex: ex, lp: lp, prefix: f, at: at, n: len(d.LossFnInputs["target_tokens"].Data)}
 	}
-	return s.modelOp(ctx, "forward_backward", req.ModelID, req.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
+	kind := "forward_backward"
+	if in.ForwardOnly {
+		kind = "forward"
+	}
+	return s.modelOp(ctx, kind, in.ModelID, in.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
 		// Metric names carry their reduction across chunks (name:reduction),
 		// as the SDK's merging of chunked results requires.
 		metrics := map[string]float64{"loss:sum": 0, "logprob_diff:max": 0, "grad_norm:mean": 0}
 		outputs := make([]map[string]tinker.TensorData, len(items))
+		for i, it := range items {
+			tlp, err := m.pol.TokenLogProbs(it.ex.Card, it.ex.Tokens)
+			if err != nil {
+				return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
+			}
+			// logprobs: the model's logprob of each target token, 0 at
+			// the positions predicting prompt bytes (the built-in
+			// policy conditions on the task, it does not model them).
+			per := make([]float64, it.n)
+			lp := 0.0
+			for j, x := range tlp {
+				per[it.at+j] = x
+				lp += x
+			}
+			outputs[i] = map[string]tinker.TensorData{"logprobs": {Data: per, Dtype: "float32", Shape: []int{it.n}}}
+			metrics["loss:sum"] -= it.ex.Advantage * lp
+			metrics["logprob_diff:max"] = math.Max(metrics["logprob_diff:max"], math.Abs(lp-it.lp))
+		}
+		if in.ForwardOnly {
+			// forward: the outputs at the current weights, no gradient.
+			delete(metrics, "grad_norm:mean")
+			return tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", LossFnOutputs: outputs, Metrics: metrics}, nil
+		}
 		if len(items) > 0 {
-			// PolicyGradient sums: w = 1 and A = a give Σ_i a_i ∇log π(τ_i).
 			batch := make([]policy.Example, len(items))
 			for i, it := range items {
 				batch[i] = it.ex
-				tlp, err := m.pol.TokenLogProbs(it.ex.Card, it.ex.Tokens)
-				if err != nil {
-					return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
-				}
-				// logprobs: the model's logprob of each target token, 0 at
-				// the positions predicting prompt bytes (the built-in
-				// policy conditions on the task, it does not model them).
-				per := make([]float64, it.n)
-				lp := 0.0
-				for j, x := range tlp {
-					per[it.at+j] = x
-					lp += x
-				}
-				outputs[i] = map[string]tinker.TensorData{"logprobs": {Data: per, Dtype: "float32", Shape: []int{it.n}}}
-				metrics["loss:sum"] -= it.ex.Advantage * lp
-				metrics["logprob_diff:max"] = math.Max(metrics["logprob_diff:max"], math.Abs(lp-it.lp))
 			}
+			// PolicyGradient sums: w = 1 and A = a give Σ_i a_i ∇log π(τ_i).
 			g, _, err := m.pol.PolicyGradient(batch)
 			if err != nil {
 				return nil, bad("forward_backward_input.data", "%v", err)

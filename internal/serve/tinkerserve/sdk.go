@@ -29,17 +29,16 @@ const (
 )
 
 // clientConfig answers the SDK's start-up flags (client/config, SDK ≥
-// 0.19): the httpx transport (not pyqwest), uncompressed protobuf
-// forward_backward bodies (SDK ≥ 0.24 always sends them; 0.19 only with
-// proto_write_fwdbwd, left false so it sends JSON), and
-// create_training_client_from_state as one load_weights that creates the
-// model (session_id + model_seq_id). Every other flag keeps the SDK's
-// default.
+// 0.19): the httpx transport (not pyqwest), protobuf forward_backward
+// bodies (SDK ≥ 0.24 always sends them, 0.19 when proto_write_fwdbwd is
+// true), uncompressed (no zstd), and create_training_client_from_state as
+// one load_weights that creates the model (session_id + model_seq_id).
+// Every other flag keeps the SDK's default.
 func (s *Server) clientConfig(context.Context, []byte, string) (any, error) {
 	return map[string]any{
 		"use_pyqwest_transport":         false,
 		"proto_compress_fwdbwd":         false,
-		"proto_write_fwdbwd":            false,
+		"proto_write_fwdbwd":            true,
 		"create_model_via_load_weights": true,
 		"pjwt_auth_enabled":             false,
 	}, nil

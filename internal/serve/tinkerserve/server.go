@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
@@ -167,6 +168,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && isProtobuf(r.Header.Get("Content-Type")) {
+		// The SDK (≥ 0.24) sends forward_backward as protobuf; every
+		// other body is JSON.
 		if r.URL.Path != tinker.PathForwardBackward {
 			s.reply(w, r, nil, &httpError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
 				msg: "application/x-protobuf: this server takes protobuf bodies for forward_backward only; send JSON"})
@@ -177,19 +180,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				msg: enc + ": this server takes uncompressed bodies (its client/config says proto_compress_fwdbwd: false)"})
 			return
 		}
-		if body, err = forwardBackwardJSON(body); err != nil {
-			s.reply(w, r, nil, err)
-			return
-		}
+		h = s.forwardBackwardProto
 	}
 	out, err := h(r.Context(), body, r.Header.Get(tinker.HeaderIdempotencyKey))
 	s.reply(w, r, out, err)
-}
-
-// isProtobuf reports whether a Content-Type is the SDK's protobuf one.
-func isProtobuf(ct string) bool {
-	ct, _, _ = strings.Cut(ct, ";")
-	return strings.TrimSpace(strings.ToLower(ct)) == "application/x-protobuf"
 }
 
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err error) {
@@ -208,8 +202,27 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err erro
 		_ = json.NewEncoder(w).Encode(tinker.ErrorResponse{Error: he.msg, Category: category, Field: he.field, QueueState: he.queueState})
 		return
 	}
-	if raw, ok := out.(json.RawMessage); ok {
-		_, _ = w.Write(raw)
+	if f, ok := out.(futureResult); ok {
+		// A future's result: protobuf when the request accepts it and
+		// the result has a protobuf form (sample, forward_backward),
+		// else its JSON.
+		if acceptsProtobuf(r) {
+			m, err := protoResult(f)
+			var b []byte
+			if err == nil && m != nil {
+				b, err = proto.Marshal(m)
+			}
+			if err != nil {
+				s.reply(w, r, nil, fmt.Errorf("future result as protobuf: %w", err))
+				return
+			}
+			if m != nil {
+				w.Header().Set("Content-Type", contentTypeProtobuf)
+				_, _ = w.Write(b)
+				return
+			}
+		}
+		_, _ = w.Write(f.raw)
 		return
 	}
 	_ = json.NewEncoder(w).Encode(out)
@@ -493,7 +506,8 @@ func (s *Server) retrieveFuture(ctx context.Context, body []byte, _ string) (any
 		return nil, bad("request_id", "%q: not a request id of this server", req.RequestID)
 	}
 	var raw []byte
-	err = s.db.QueryRow(ctx, `SELECT result FROM tinker_futures WHERE request_id = $1`, id).Scan(&raw)
+	var kind string
+	err = s.db.QueryRow(ctx, `SELECT kind, result FROM tinker_futures WHERE request_id = $1`, id).Scan(&kind, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, notFound("request_id", "no future %s", req.RequestID)
 	}
@@ -515,7 +529,7 @@ func (s *Server) retrieveFuture(ctx context.Context, body []byte, _ string) (any
 			return tinker.TryAgainResponse{Type: tinker.TypeTryAgain, RequestID: req.RequestID, QueueState: "active"}, nil
 		}
 	}
-	return json.RawMessage(raw), nil
+	return futureResult{kind: kind, raw: raw}, nil
 }
 
 // policyOf decodes policy bytes, through a small cache keyed by hash.
