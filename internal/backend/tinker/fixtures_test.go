@@ -124,7 +124,9 @@ func mustJSON(v any) []byte {
 // save_weights and Continue against the SDK's shapes: the save_weights
 // answer decodes, and Continue (create_model, load_weights,
 // save_weights_for_sampler) sends load_weights as the SDK's
-// load_state_with_optimizer does, at seq_id 4v-1.
+// load_state_with_optimizer does, at seq_id 1 (a new model's first
+// request, as the SDK numbers a restored training client's), and names
+// the continued checkpoint with its origin.
 func TestWeightsAgainstFixtures(t *testing.T) {
 	var mu sync.Mutex
 	var loaded []byte
@@ -156,7 +158,7 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 			loaded = body
 			submit(fixture(t, "tinker_load_weights_result.json"))
 		case PathSaveWeightsForSampler:
-			submit(bytes.ReplaceAll(fixture(t, "tinker_save_weights_for_sampler_result.json"), []byte("wmrl-v000000"), []byte("wmrl-v000002")))
+			submit(bytes.ReplaceAll(fixture(t, "tinker_save_weights_for_sampler_result.json"), []byte("wmrl-v000000"), []byte("wmrl-v000002-from000002")))
 		case PathRetrieveFuture:
 			var req RetrieveFutureRequest
 			_ = json.Unmarshal(body, &req)
@@ -177,7 +179,7 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Version != 2 || ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000002" || ck.State != old.State ||
+	if ck.Version != 2 || ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000002-from000002" || ck.State != old.State ||
 		ck.Hash != CheckpointHash(SaveWeightsForSamplerResponse{Path: ck.Location}) {
 		t.Fatalf("continued checkpoint %+v", ck)
 	}

@@ -48,7 +48,11 @@
 // (model_id, seq_id), or a repeated X-Idempotency-Key, gets the first
 // request's future back and changes nothing: an optimiser step is never
 // applied twice. A model request whose seq_id is not above the model's last
-// one is refused (409). retrieve_future never has to answer try_again or 408
+// one is refused (409); with Options.StrictSeq (wmrl serve --strict-seq) so
+// is one that is not exactly the next, 1, 2, 3, ... per model as the SDK
+// numbers them, so that a client leaving a gap (which a service processing
+// a model's requests in seq_id order would wait on forever) fails at once.
+// retrieve_future never has to answer try_again or 408
 // (the client handles both; the tests inject them).
 //
 // Bad requests get HTTP 400 with a JSON body {"error", "category": "user",
