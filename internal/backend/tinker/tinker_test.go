@@ -302,7 +302,9 @@ func TestImportanceRatio(t *testing.T) {
 		{Tokens: []int{1}, LogProbs: []float64{-3}, Weight: 0}, // not sent
 		{Tokens: []int{3}, LogProbs: []float64{-0.5}, Weight: 0.5},
 	}
-	td := func(x ...float64) map[string]TensorData { return map[string]TensorData{"logprobs": {Data: x, Dtype: "float32"}} }
+	td := func(x ...float64) map[string]TensorData {
+		return map[string]TensorData{"logprobs": {Data: x, Dtype: "float32"}}
+	}
 	// Prompt positions first (0), then the completion's logprobs at the update.
 	mean, mx, err := importanceRatio(batch, []map[string]TensorData{td(0, 0, -1+math.Log(2), -2), td(0, -0.5+math.Log(0.5))})
 	if err != nil || math.Abs(mean-(2+1+0.5)/3) > 1e-12 || math.Abs(mx-2) > 1e-12 {
