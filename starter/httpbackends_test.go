@@ -1,8 +1,8 @@
 package main
 
 import (
-	"net"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
