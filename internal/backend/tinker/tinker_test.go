@@ -107,6 +107,12 @@ func TestValidateNamesFields(t *testing.T) {
 		{func(c *Config) { c.Beta2 = -0.1 }, "policy.tinker.beta2"},
 		{func(c *Config) { c.Eps = -1 }, "policy.tinker.eps"},
 		{func(c *Config) { c.Temperature = -1 }, "policy.tinker.temperature"},
+		// The run config's upper bounds (backend.ModelSettings.Validate),
+		// which the worker's configuration once escaped.
+		{func(c *Config) { c.LoRARank = 2048 }, "policy.tinker.lora_rank"},
+		{func(c *Config) { c.MaxTokens = 1<<20 + 1 }, "policy.tinker.max_tokens"},
+		{func(c *Config) { c.Temperature = 11 }, "policy.tinker.temperature"},
+		{func(c *Config) { c.Eps = 2 }, "policy.tinker.eps"},
 	} {
 		c := ok
 		tt.give(&c)

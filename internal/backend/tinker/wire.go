@@ -1,6 +1,10 @@
 package tinker
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/wmrl/wmrl/internal/backend"
+)
 
 // The wire types of the subset of the Tinker training API that wmrl uses:
 // the JSON bodies of POST /api/v1/<endpoint>, with the field names of the
@@ -40,8 +44,8 @@ const (
 
 // The loss functions wmrl can ask for.
 const (
-	LossImportanceSampling = "importance_sampling"
-	LossPPO                = "ppo"
+	LossImportanceSampling = backend.LossImportanceSampling
+	LossPPO                = backend.LossPPO
 )
 
 // The "type" discriminators of the request types that have one (the SDK's
