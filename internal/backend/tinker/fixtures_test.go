@@ -201,3 +201,60 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 		t.Fatalf("save_weights answered with another name's path: %v", err)
 	}
 }
+
+// Every request type, with all its fields set, marshals to fields of the
+// SDK's request type only (testdata/sdk_request_fields.json, at 0.16.1,
+// 0.19.0 and 0.25.0), with the SDK's required ones: the session heartbeat
+// too, which the end-to-end check in tinkerserve does not reach (it is sent
+// after 10 s of waiting).
+func TestRequestTypesHaveSDKFields(t *testing.T) {
+	var sdk struct {
+		Types map[string]map[string]struct {
+			Required bool `json:"required"`
+		} `json:"types"`
+	}
+	if err := json.Unmarshal(fixture(t, "sdk_request_fields.json"), &sdk); err != nil {
+		t.Fatal(err)
+	}
+	seq, n, seed := int64(3), 7, int64(9)
+	for typ, v := range map[string]any{
+		"CreateSessionRequest":         CreateSessionRequest{Tags: []string{"wmrl"}, SDKVersion: SDKVersion, Type: TypeCreateSession},
+		"SessionHeartbeatRequest":      SessionHeartbeatRequest{SessionID: "s", Type: TypeSessionHeartbeat},
+		"CreateModelRequest":           CreateModelRequest{SessionID: "s", BaseModel: "b", UserMetadata: map[string]any{"a": "b"}, LoraConfig: &LoraConfig{Rank: 8}, Type: TypeCreateModel},
+		"LoraConfig":                   LoraConfig{Rank: 8},
+		"GetInfoRequest":               GetInfoRequest{ModelID: "m", Type: TypeGetInfo},
+		"ForwardBackwardRequest":       ForwardBackwardRequest{ModelID: "m", SeqID: &seq},
+		"ForwardBackwardInput":         ForwardBackwardInput{LossFn: LossPPO},
+		"Datum":                        Datum{},
+		"ModelInput":                   ModelInput{},
+		"EncodedTextChunk":             ModelInputChunk{Type: ChunkEncodedText, Tokens: []int{1}},
+		"TensorData":                   TensorData{Data: []float64{1}, Dtype: "float32", Shape: []int{1}},
+		"OptimStepRequest":             OptimStepRequest{ModelID: "m", SeqID: &seq, Type: TypeOptimStep},
+		"AdamParams":                   AdamParams{LearningRate: 1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-12},
+		"SaveWeightsForSamplerRequest": SaveWeightsForSamplerRequest{ModelID: "m", Path: "p", SeqID: &seq, Type: TypeSaveWeightsForSampler},
+		"SaveWeightsRequest":           SaveWeightsRequest{ModelID: "m", Path: "p", SeqID: &seq, Type: TypeSaveWeights},
+		"LoadWeightsRequest":           LoadWeightsRequest{ModelID: "m", Path: "p", Optimizer: true, SeqID: &seq, Type: TypeLoadWeights},
+		"SampleRequest":                SampleRequest{NumSamples: 1, ModelPath: "p", BaseModel: "b", Type: TypeSample},
+		"SamplingParams":               SamplingParams{MaxTokens: &n, Seed: &seed, Temperature: 1},
+		"FutureRetrieveRequest":        RetrieveFutureRequest{RequestID: "1"},
+	} {
+		fields, ok := sdk.Types[typ]
+		if !ok {
+			t.Fatalf("no SDK type %s in the list", typ)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(mustJSON(v), &got); err != nil {
+			t.Fatal(err)
+		}
+		for k := range got {
+			if _, ok := fields[k]; !ok {
+				t.Errorf("%T sends %q, a field the SDK's %s lacks", v, k, typ)
+			}
+		}
+		for k, f := range fields {
+			if _, ok := got[k]; f.Required && !ok {
+				t.Errorf("%T leaves out %q, which the SDK's %s requires", v, k, typ)
+			}
+		}
+	}
+}
