@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,6 +132,29 @@ func TestSaveLoadWeights(t *testing.T) {
 	_, err = q.Continue(ctx, backend.ContinueRequest{Run: "run-c", From: "run-a", Checkpoint: backend.Checkpoint{Version: 1, Hash: ck1.Hash, Location: ck1.Location}})
 	if err == nil || !backend.IsPermanent(err) || !strings.Contains(err.Error(), "saved no training weights") {
 		t.Fatalf("continue without a state: %v", err)
+	}
+	// Each model's requests, in the order the server took them, are
+	// numbered 1, 2, 3, ...: run-a's Init (1), two updates (2-9) and the
+	// manual save (10); run-b's load (1), checkpoint 1 (2), update (3-6).
+	for m, want := range map[string]string{model: "1 2 3 4 5 6 7 8 9 10", m2: "1 2 3 4 5 6"} {
+		var got []string
+		rows, err := e.pool.Query(ctx, `SELECT kind, seq_id FROM tinker_futures WHERE model_id = $1 AND seq_id IS NOT NULL ORDER BY request_id`, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			got, kinds = append(got, strconv.FormatInt(n, 10)), append(kinds, k)
+		}
+		rows.Close()
+		if strings.Join(got, " ") != want {
+			t.Errorf("model %s took seq_ids %v (%v), want %s", m, got, kinds, want)
+		}
 	}
 	// Every body sent has only fields of the SDK's request types.
 	bodies.verify(t, tinker.PathCreateSession, tinker.PathCreateModel, tinker.PathAsample, tinker.PathForwardBackward,
