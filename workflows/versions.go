@@ -83,6 +83,8 @@ const (
 	// reports an importance ratio: a Tinker policy's): the step's summary
 	// records the update's importance ratio mean and max
 	// (stepsummary.Step.ImportanceRatioMean/Max). It adds no command; the
-	// built-in policy reports none, so no recorded history asks it.
+	// built-in policy reports none, so the histories of built-in runs do
+	// not ask it. testdata/step_tinker.json is a step of a Tinker run that
+	// does (TestRecordTinkerStep, TestTinkerStepHistoryRecordsRatio).
 	changeImportanceRatio = "importance-ratio"
 )
