@@ -18,7 +18,7 @@ import (
 // server on a's database.
 func tinkerActivities(t *testing.T, a *Activities) *tinker.Policy {
 	t.Helper()
-	srv := httptest.NewServer(tinkerserve.New(a.Store.Pool(), a.Tasks, tinkerserve.Options{}))
+	srv := httptest.NewServer(tinkerserve.New(a.Store.Pool(), a.Tasks, tinkerserve.Options{StrictSeq: true}))
 	t.Cleanup(srv.Close)
 	pol, err := tinker.New(tinker.Config{BaseURL: srv.URL, BaseModel: tinker.BuiltinBaseModel, PollMax: 20 * time.Millisecond},
 		tinker.BuiltinTokenizer{}, tinker.PostgresJournal{Store: a.Store}, srv.Client())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -80,7 +81,7 @@ func TestHTTPBackends(t *testing.T) {
 		b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
 		mux, _, err := serveMux(serveDeps{tasks: b.Tasks, grader: b.Grader,
 			graderOptions: gradeserve.Options{Capacity: 4, Token: key}, openAI: b.WorldModel, openAIKey: key,
-			tinker: tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{APIKey: key})})
+			tinker: tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{APIKey: key, StrictSeq: true})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,6 +137,17 @@ func TestHTTPBackends(t *testing.T) {
 		if err := e.st.Pool().QueryRow(t.Context(), `SELECT optim_steps FROM tinker_models WHERE user_metadata->>'wmrl_run' = $1`,
 			name).Scan(&steps); err != nil || steps != 3 {
 			t.Errorf("run %s: %d optimiser steps on the Tinker server, want 3 (%v)", name, steps, err)
+		}
+		// Each step's summary holds the update's importance ratio, from
+		// the server's loss_fn_outputs: 1, the server being on-policy.
+		rows, err := e.st.Steps(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if m := r.Metrics; math.Abs(m.ImportanceRatioMean-1) > 1e-9 || math.Abs(m.ImportanceRatioMax-1) > 1e-9 {
+				t.Errorf("run %s step %d: importance ratio mean %v, max %v; want 1, 1", name, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+			}
 		}
 		return s.Checkpoint.Hash
 	}

@@ -224,6 +224,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if m.Gate != nil {
 			fmt.Fprintf(&b, "gate         %s\n", m.Gate)
 		}
+		if m.ImportanceRatioMean != 0 {
+			fmt.Fprintf(&b, "update       importance ratio mean %.4f, max %.4f\n", m.ImportanceRatioMean, m.ImportanceRatioMax)
+		}
 	}
 	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
 		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)

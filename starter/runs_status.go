@@ -363,6 +363,9 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut) string {
 	if m.Gate != nil {
 		line += ", " + m.Gate.String()
 	}
+	if m.ImportanceRatioMean != 0 {
+		line += fmt.Sprintf(", ratio %.3f (max %.3f)", m.ImportanceRatioMean, m.ImportanceRatioMax)
+	}
 	if h != nil {
 		line += fmt.Sprintf(", held-out %.3f", h.Score)
 	}

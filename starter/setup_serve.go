@@ -58,6 +58,9 @@ type serveOptions struct {
 	capacity, wmCapacity int
 	// deferPolls is how many polls of each Tinker future answer pending.
 	deferPolls int
+	// strictSeq makes the Tinker server refuse a model's request whose
+	// seq_id is not the next one.
+	strictSeq bool
 	// services are the protocols served (serviceNames).
 	services []string
 }
@@ -137,6 +140,7 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 	f.IntVar(&o.capacity, "capacity", o.capacity, "executions graded at once (default 0: the number of CPUs)")
 	f.IntVar(&o.wmCapacity, "wm-capacity", o.wmCapacity, "world-model predictions made at once (default 0: the number of CPUs)")
 	f.IntVar(&o.deferPolls, "defer", 0, "tinker: answer the first N polls of each future as pending (HTTP 408, then try_again), to exercise a client's waiting")
+	f.BoolVar(&o.strictSeq, "strict-seq", false, "tinker: take a model's requests only in seq_id order 1, 2, 3, ... (refuse a gap or a request without seq_id with 409), as a service processing them in order would wait on a gap")
 	f.StringSliceVar(&o.services, "services", serviceNames, "services to run: grade, openai, tinker (comma-separated)")
 	addSuiteSeedFlag(cmd, &o.suiteSeed)
 	return cmd
@@ -289,7 +293,7 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 		}
 		defer st.Close()
 		deps.tinker = tinkerserve.New(st.Pool(), b.Tasks, tinkerserve.Options{APIKey: os.Getenv(tinker.EnvAPIKey),
-			Log: slog.New(slog.NewTextHandler(stderr, nil)), SuiteSeed: o.suiteSeed, Defer: o.deferPolls})
+			Log: slog.New(slog.NewTextHandler(stderr, nil)), SuiteSeed: o.suiteSeed, Defer: o.deferPolls, StrictSeq: o.strictSeq})
 	}
 	mux, endpoints, err := serveMux(deps)
 	if err != nil {

@@ -78,7 +78,7 @@ func TestContinueTinker(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
-		srv = httptest.NewServer(tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{}))
+		srv = httptest.NewServer(tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{StrictSeq: true}))
 		t.Cleanup(srv.Close)
 		pol, err := tinker.New(tinker.Config{BaseURL: srv.URL, BaseModel: tinker.BuiltinBaseModel, PollMax: 100 * time.Millisecond},
 			tinker.BuiltinTokenizer{}, tinker.PostgresJournal{Store: a.Store}, nil)
@@ -154,8 +154,11 @@ func TestContinueTinker(t *testing.T) {
 	// The old model takes one more optimiser step: a continued run that
 	// trained it would go astray.
 	oldModel, _ := modelOf(cut)
-	seq := int64(1) << 40
-	body, _ := json.Marshal(tinker.OptimStepRequest{ModelID: oldModel, SeqID: &seq, Type: "optim_step",
+	var seq int64 // the model's next seq_id: the server takes them in order
+	if err := e.st.Pool().QueryRow(ctx, `SELECT last_seq_id + 1 FROM tinker_models WHERE model_id = $1`, oldModel).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(tinker.OptimStepRequest{ModelID: oldModel, SeqID: &seq, Type: tinker.TypeOptimStep,
 		AdamParams: tinker.AdamParams{LearningRate: 0.1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}})
 	resp, err := http.Post(srv.URL+tinker.PathOptimStep, "application/json", strings.NewReader(string(body)))
 	if err != nil {

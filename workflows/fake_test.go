@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
 )
@@ -58,6 +59,10 @@ type fake struct {
 	// reports; gates the one each FinishStep recorded.
 	gate  *denoise.Gate
 	gates []*denoise.Gate
+	// ratio, when set, is the importance ratio mean and max Update
+	// reports; ratios the ones each FinishStep recorded.
+	ratio  [2]float64
+	ratios [][2]float64
 	// failFirst makes the first failFirst[name] calls of activity name
 	// (of each group, for the activities of one group) fail as an
 	// infrastructure error (a database or data-directory outage).
@@ -129,6 +134,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.mu.Lock()
 			f.fractions = append(f.fractions, r.Metrics.AnchorFraction)
 			f.gates = append(f.gates, r.Metrics.Gate)
+			f.ratios = append(f.ratios, [2]float64{r.Metrics.ImportanceRatioMean, r.Metrics.ImportanceRatioMax})
 			f.mu.Unlock()
 			return nil
 		}).Maybe()
@@ -242,7 +248,8 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 				return activities.UpdateResponse{}, temporal.NewNonRetryableApplicationError("bad checkpoint",
 					activities.ErrInvalidInput, nil)
 			}
-			return activities.UpdateResponse{Checkpoint: activities.CheckpointRef{Version: r.Step + 1, Hash: hashOf(r.Step + 1)}}, nil
+			return activities.UpdateResponse{Checkpoint: activities.CheckpointRef{Version: r.Step + 1, Hash: hashOf(r.Step + 1)},
+				Stats: backend.UpdateStats{RatioMean: f.ratio[0], RatioMax: f.ratio[1]}}, nil
 		}).Maybe()
 	if updateDelay > 0 {
 		up.After(updateDelay)

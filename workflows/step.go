@@ -539,6 +539,9 @@ func (s *stepRun) update(ctx workflow.Context) error {
 	s.res.Checkpoint = up.Checkpoint
 	m := &s.res.Metrics
 	m.Objective, m.KL, m.GradNorm = up.Stats.Objective, up.Stats.KL, up.Stats.GradNorm
+	if up.Stats.RatioMean != 0 && workflow.GetVersion(ctx, changeImportanceRatio, workflow.DefaultVersion, 1) >= 1 {
+		m.ImportanceRatioMean, m.ImportanceRatioMax = up.Stats.RatioMean, up.Stats.RatioMax
+	}
 	return nil
 }
 

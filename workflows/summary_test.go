@@ -307,3 +307,24 @@ func TestReplayIgnoresUserMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestImportanceRatioRecorded: the importance ratio an Update reports (a
+// Tinker policy's) reaches the step's summary; a step whose Update reports
+// none (the built-in policy) records none and asks no version.
+func TestImportanceRatioRecorded(t *testing.T) {
+	for _, ratio := range [][2]float64{{1.02, 1.5}, {}} {
+		var s testsuite.WorkflowTestSuite
+		env := newEnv(t, &s)
+		f := &fake{ratio: ratio}
+		f.register(env, 0)
+		cfg := tiny(t, mode.WMRL)
+		cfg.Steps, cfg.Eval.Every = 1, 0
+		env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "ratio", Config: cfg})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.ratios) != 1 || f.ratios[0] != ratio {
+			t.Errorf("FinishStep recorded ratios %v, want [%v]", f.ratios, ratio)
+		}
+	}
+}

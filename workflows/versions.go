@@ -79,4 +79,12 @@ const (
 	// it changes no replay; it is behind the change all the same, so a
 	// replayed history shows what its run showed.
 	changeUISummaries = "ui-summaries"
+	// changeImportanceRatio (version 1, asked only in steps whose Update
+	// reports an importance ratio: a Tinker policy's): the step's summary
+	// records the update's importance ratio mean and max
+	// (stepsummary.Step.ImportanceRatioMean/Max). It adds no command; the
+	// built-in policy reports none, so the histories of built-in runs do
+	// not ask it. testdata/step_tinker.json is a step of a Tinker run that
+	// does (TestRecordTinkerStep, TestTinkerStepHistoryRecordsRatio).
+	changeImportanceRatio = "importance-ratio"
 )

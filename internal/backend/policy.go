@@ -148,6 +148,14 @@ type UpdateStats struct {
 	WeightSum float64 `json:"weight_sum"`
 	// Trajectories counts the examples with a positive weight.
 	Trajectories int `json:"trajectories"`
+	// RatioMean and RatioMax are the importance ratio
+	// exp(logp_update − logp_sample) over the action tokens of the weighted
+	// examples, logp_update the policy's logprob at the update's weights
+	// as the training service reports it (Tinker's loss_fn_outputs): 1 when
+	// the update is on-policy. 0 when the backend does not report it (the
+	// built-in one, which scores its own samples).
+	RatioMean float64 `json:"importance_ratio_mean,omitempty"`
+	RatioMax  float64 `json:"importance_ratio_max,omitempty"`
 }
 
 // Policy samples solutions and learns from fused batches. Every method is

@@ -12,25 +12,17 @@ import (
 	"github.com/wmrl/wmrl/internal/mode"
 )
 
-// validate checks the section's values; zeros mean the defaults.
+// validate checks the section's values (zeros mean the defaults) with
+// backend.ModelSettings.Validate, the one check of their bounds, which the
+// Tinker adapter applies to its own configuration too.
 func (t Tinker) validate() error {
-	switch {
-	case t.LoRARank < 0 || t.LoRARank > 1024:
-		return bad("policy.tinker.lora_rank", "must be in [1,1024] (0: the default), got %d", t.LoRARank)
-	case t.Loss != "" && t.Loss != "importance_sampling" && t.Loss != "ppo":
-		return bad("policy.tinker.loss", "must be \"importance_sampling\" or \"ppo\", got %q", t.Loss)
-	case !finite(t.Beta1) || t.Beta1 < 0 || t.Beta1 >= 1:
-		return bad("policy.tinker.beta1", "must be in [0,1), got %v", t.Beta1)
-	case !finite(t.Beta2) || t.Beta2 < 0 || t.Beta2 >= 1:
-		return bad("policy.tinker.beta2", "must be in [0,1), got %v", t.Beta2)
-	case !finite(t.Eps) || t.Eps < 0 || t.Eps > 1:
-		return bad("policy.tinker.eps", "must be in [0,1], got %v", t.Eps)
-	case t.MaxTokens < 0 || t.MaxTokens > 1<<20:
-		return bad("policy.tinker.max_tokens", "must be in [1,1048576] (0: the default), got %d", t.MaxTokens)
-	case !finite(t.Temperature) || t.Temperature < 0 || t.Temperature > 10:
-		return bad("policy.tinker.temperature", "must be in [0,10] (0: the default), got %v", t.Temperature)
-	}
-	return nil
+	return t.Settings().Validate("policy.tinker.")
+}
+
+// Settings are the section's values as the policy port takes them.
+func (t Tinker) Settings() backend.ModelSettings {
+	return backend.ModelSettings{BaseModel: t.BaseModel, LoRARank: t.LoRARank, Loss: t.Loss, Beta1: t.Beta1, Beta2: t.Beta2,
+		Eps: t.Eps, MaxTokens: t.MaxTokens, Temperature: t.Temperature}
 }
 
 // validate checks the section against the run's mode and world-model

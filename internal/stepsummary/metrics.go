@@ -55,6 +55,15 @@ type Step struct {
 	Objective float64 `json:"objective"`
 	KL        float64 `json:"kl"`
 	GradNorm  float64 `json:"grad_norm"`
+	// ImportanceRatioMean and ImportanceRatioMax are the update's
+	// importance ratio exp(logp_update − logp_sample) over the action
+	// tokens of its weighted trajectories, the policy's logprobs at the
+	// update as the training service reported them (a Tinker backend's
+	// loss_fn_outputs; backend.UpdateStats.RatioMean and RatioMax): 1 when
+	// the update is on-policy. Absent (0) for a backend that reports none
+	// (the built-in policy) and in steps recorded before they were.
+	ImportanceRatioMean float64 `json:"importance_ratio_mean,omitempty"`
+	ImportanceRatioMax  float64 `json:"importance_ratio_max,omitempty"`
 	// CPUSeconds and WallSeconds sum the training executions' costs.
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -77,7 +86,8 @@ func (m Step) Validate() error {
 		{"anchor_fraction", m.AnchorFraction}, {"mean_reward", m.MeanReward}, {"mean_env", m.MeanEnv},
 		{"mean_wm", m.MeanWM}, {"rho", m.Rho}, {"anchor_share", m.AnchorShare},
 		{"bias_before", m.BiasBefore}, {"bias_after", m.BiasAfter}, {"objective", m.Objective},
-		{"kl", m.KL}, {"grad_norm", m.GradNorm}, {"cpu_seconds", m.CPUSeconds}, {"wall_seconds", m.WallSeconds},
+		{"kl", m.KL}, {"grad_norm", m.GradNorm},
+		{"importance_ratio_mean", m.ImportanceRatioMean}, {"importance_ratio_max", m.ImportanceRatioMax}, {"cpu_seconds", m.CPUSeconds}, {"wall_seconds", m.WallSeconds},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("metric %s is %v", f.name, f.v)

@@ -183,7 +183,7 @@ func (p *Policy) ensureSession(ctx context.Context) (string, error) {
 		return s, nil
 	}
 	var out CreateSessionResponse
-	err := p.post(ctx, PathCreateSession, CreateSessionRequest{Tags: []string{"wmrl"}, SDKVersion: SDKVersion, Type: "create_session"}, "", &out)
+	err := p.post(ctx, PathCreateSession, CreateSessionRequest{Tags: []string{"wmrl"}, SDKVersion: SDKVersion, Type: TypeCreateSession}, "", &out)
 	if err != nil {
 		return "", err
 	}
@@ -210,7 +210,7 @@ func (p *Policy) heartbeatSession(ctx context.Context) {
 	p.mu.Unlock()
 	if due {
 		var out json.RawMessage
-		_ = p.post(ctx, PathSessionHeartbeat, SessionHeartbeatRequest{SessionID: s, Type: "session_heartbeat"}, "", &out)
+		_ = p.post(ctx, PathSessionHeartbeat, SessionHeartbeatRequest{SessionID: s, Type: TypeSessionHeartbeat}, "", &out)
 	}
 }
 

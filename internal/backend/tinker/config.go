@@ -3,11 +3,12 @@ package tinker
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 // Environment variables read by FromEnv.
@@ -152,8 +153,19 @@ func (c Config) FromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// Validate checks a configuration (after WithDefaults), naming the field.
+// Model is the configuration's model settings.
+func (c Config) Model() backend.ModelSettings {
+	return backend.ModelSettings{BaseModel: c.BaseModel, LoRARank: c.LoRARank, Loss: c.Loss, Beta1: c.Beta1, Beta2: c.Beta2,
+		Eps: c.Eps, MaxTokens: c.MaxTokens, Temperature: c.Temperature}
+}
+
+// Validate checks a configuration (after WithDefaults), naming the field:
+// the model settings' bounds with backend.ModelSettings.Validate (the run
+// config's check of policy.tinker), then the worker's own fields.
 func (c Config) Validate() error {
+	if err := c.Model().Validate("policy.tinker."); err != nil {
+		return err
+	}
 	u, err := url.Parse(c.BaseURL)
 	switch {
 	case c.BaseURL == "":
@@ -162,20 +174,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("policy.tinker.base_url %q: want an http(s) URL", redactURL(c.BaseURL))
 	case u.User != nil:
 		return errors.New("policy.tinker.base_url: credentials in the URL are not allowed (use " + EnvAPIKey + ")")
-	case c.LoRARank < 1:
-		return fmt.Errorf("policy.tinker.lora_rank %d: want >= 1", c.LoRARank)
-	case c.Loss != LossImportanceSampling && c.Loss != LossPPO:
-		return fmt.Errorf("policy.tinker.loss %q: want %s or %s", c.Loss, LossImportanceSampling, LossPPO)
-	case !(c.Beta1 >= 0 && c.Beta1 < 1):
-		return fmt.Errorf("policy.tinker.beta1 %v: want in [0, 1)", c.Beta1)
-	case !(c.Beta2 >= 0 && c.Beta2 < 1):
-		return fmt.Errorf("policy.tinker.beta2 %v: want in [0, 1)", c.Beta2)
-	case !(c.Eps > 0) || math.IsInf(c.Eps, 0):
-		return fmt.Errorf("policy.tinker.eps %v: want finite and > 0", c.Eps)
-	case c.MaxTokens < 1:
-		return fmt.Errorf("policy.tinker.max_tokens %d: want >= 1", c.MaxTokens)
-	case !(c.Temperature > 0) || math.IsInf(c.Temperature, 0):
-		return fmt.Errorf("policy.tinker.temperature %v: want finite and > 0", c.Temperature)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("policy.tinker.request_timeout %v: want > 0", c.RequestTimeout)
 	case c.PollMax <= 0:

@@ -30,14 +30,32 @@
 // hold the key.
 //
 // Exactly once: before a request of Init, Update or Continue is sent, its
-// key (UpdateRequest.Key, "<run>/init" or "<run>/continue", and the phase) is written to a
-// Journal with the model id and seq_id; once the service answers, the
-// request id is. A retried activity finds it and polls the same future.
-// The seq_ids derive from the checkpoint version (four per version; see
-// seqSave), and every request carries
-// its key as X-Idempotency-Key, so a request sent again (the worker died
-// before journalling its id) is answered with the first future by a server
-// that honours seq_id or the idempotency key, as tinkerserve does.
+// key (UpdateRequest.Key, "<run>/init" or "<run>/continue", and the phase)
+// is written to a Journal with the model id and seq_id; once the service
+// answers, the request id is. A retried activity finds it and polls the
+// same future. Every request carries its key as X-Idempotency-Key, so a
+// request sent again (the worker died before journalling its id) is
+// answered with the first future by a server that honours seq_id or the
+// idempotency key, as tinkerserve does.
+//
+// Ordering: a Tinker service processes a model's requests in seq_id order,
+// and the SDK numbers them 1, 2, 3, ... per model; so does this client,
+// with no gap, as a pure function of the checkpoint and the call (seqBase):
+// a model made by Init sends 4v+1 save_weights_for_sampler (checkpoint v,
+// "wmrl-v<v>"), 4v+2 forward_backward, 4v+3 optim_step and 4v+4
+// save_weights for the update from v; a continued run's model from
+// checkpoint o sends load_weights at 1 (as the SDK's client restored from
+// saved state does), and its checkpoint v ("wmrl-v<v>-from<o>") at
+// 4(v-o)+2. A step whose batch has no weight still sends forward_backward,
+// of one completion with zero advantages. create_model has no seq_id.
+// Request bodies hold only fields of the SDK's request types (0.16.1 to
+// 0.25.0 forbid others up to 0.22; see testdata/sdk_request_fields.json).
+//
+// The importance ratio: forward_backward's loss_fn_outputs (one per datum,
+// its "logprobs" the policy's at the update) against the sampling logprobs
+// give the mean and max of exp(logp_update − logp_sample) over the action
+// tokens, UpdateStats.RatioMean and RatioMax, which the step's summary
+// records (importance_ratio_mean, importance_ratio_max).
 //
 // Determinism: a sampling request carries one seed, Seeds[0]>>33, and
 // num_samples = len(Seeds); the service must sample deterministically from

@@ -124,7 +124,9 @@ func mustJSON(v any) []byte {
 // save_weights and Continue against the SDK's shapes: the save_weights
 // answer decodes, and Continue (create_model, load_weights,
 // save_weights_for_sampler) sends load_weights as the SDK's
-// load_state_with_optimizer does, at seq_id 4v-1.
+// load_state_with_optimizer does, at seq_id 1 (a new model's first
+// request, as the SDK numbers a restored training client's), and names
+// the continued checkpoint with its origin.
 func TestWeightsAgainstFixtures(t *testing.T) {
 	var mu sync.Mutex
 	var loaded []byte
@@ -156,7 +158,7 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 			loaded = body
 			submit(fixture(t, "tinker_load_weights_result.json"))
 		case PathSaveWeightsForSampler:
-			submit(bytes.ReplaceAll(fixture(t, "tinker_save_weights_for_sampler_result.json"), []byte("wmrl-v000000"), []byte("wmrl-v000002")))
+			submit(bytes.ReplaceAll(fixture(t, "tinker_save_weights_for_sampler_result.json"), []byte("wmrl-v000000"), []byte("wmrl-v000002-from000002")))
 		case PathRetrieveFuture:
 			var req RetrieveFutureRequest
 			_ = json.Unmarshal(body, &req)
@@ -177,7 +179,7 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Version != 2 || ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000002" || ck.State != old.State ||
+	if ck.Version != 2 || ck.Location != "tinker://model_1a2b3c4d/sampler_weights/wmrl-v000002-from000002" || ck.State != old.State ||
 		ck.Hash != CheckpointHash(SaveWeightsForSamplerResponse{Path: ck.Location}) {
 		t.Fatalf("continued checkpoint %+v", ck)
 	}
@@ -197,5 +199,62 @@ func TestWeightsAgainstFixtures(t *testing.T) {
 	}
 	if _, err := p.SaveWeights(t.Context(), "k2", "model_1a2b3c4d", 12, "other"); err == nil || !backend.IsPermanent(err) {
 		t.Fatalf("save_weights answered with another name's path: %v", err)
+	}
+}
+
+// Every request type, with all its fields set, marshals to fields of the
+// SDK's request type only (testdata/sdk_request_fields.json, at 0.16.1,
+// 0.19.0 and 0.25.0), with the SDK's required ones: the session heartbeat
+// too, which the end-to-end check in tinkerserve does not reach (it is sent
+// after 10 s of waiting).
+func TestRequestTypesHaveSDKFields(t *testing.T) {
+	var sdk struct {
+		Types map[string]map[string]struct {
+			Required bool `json:"required"`
+		} `json:"types"`
+	}
+	if err := json.Unmarshal(fixture(t, "sdk_request_fields.json"), &sdk); err != nil {
+		t.Fatal(err)
+	}
+	seq, n, seed := int64(3), 7, int64(9)
+	for typ, v := range map[string]any{
+		"CreateSessionRequest":         CreateSessionRequest{Tags: []string{"wmrl"}, SDKVersion: SDKVersion, Type: TypeCreateSession},
+		"SessionHeartbeatRequest":      SessionHeartbeatRequest{SessionID: "s", Type: TypeSessionHeartbeat},
+		"CreateModelRequest":           CreateModelRequest{SessionID: "s", BaseModel: "b", UserMetadata: map[string]any{"a": "b"}, LoraConfig: &LoraConfig{Rank: 8}, Type: TypeCreateModel},
+		"LoraConfig":                   LoraConfig{Rank: 8},
+		"GetInfoRequest":               GetInfoRequest{ModelID: "m", Type: TypeGetInfo},
+		"ForwardBackwardRequest":       ForwardBackwardRequest{ModelID: "m", SeqID: &seq},
+		"ForwardBackwardInput":         ForwardBackwardInput{LossFn: LossPPO},
+		"Datum":                        Datum{},
+		"ModelInput":                   ModelInput{},
+		"EncodedTextChunk":             ModelInputChunk{Type: ChunkEncodedText, Tokens: []int{1}},
+		"TensorData":                   TensorData{Data: []float64{1}, Dtype: "float32", Shape: []int{1}},
+		"OptimStepRequest":             OptimStepRequest{ModelID: "m", SeqID: &seq, Type: TypeOptimStep},
+		"AdamParams":                   AdamParams{LearningRate: 1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-12},
+		"SaveWeightsForSamplerRequest": SaveWeightsForSamplerRequest{ModelID: "m", Path: "p", SeqID: &seq, Type: TypeSaveWeightsForSampler},
+		"SaveWeightsRequest":           SaveWeightsRequest{ModelID: "m", Path: "p", SeqID: &seq, Type: TypeSaveWeights},
+		"LoadWeightsRequest":           LoadWeightsRequest{ModelID: "m", Path: "p", Optimizer: true, SeqID: &seq, Type: TypeLoadWeights},
+		"SampleRequest":                SampleRequest{NumSamples: 1, ModelPath: "p", BaseModel: "b", Type: TypeSample},
+		"SamplingParams":               SamplingParams{MaxTokens: &n, Seed: &seed, Temperature: 1},
+		"FutureRetrieveRequest":        RetrieveFutureRequest{RequestID: "1"},
+	} {
+		fields, ok := sdk.Types[typ]
+		if !ok {
+			t.Fatalf("no SDK type %s in the list", typ)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(mustJSON(v), &got); err != nil {
+			t.Fatal(err)
+		}
+		for k := range got {
+			if _, ok := fields[k]; !ok {
+				t.Errorf("%T sends %q, a field the SDK's %s lacks", v, k, typ)
+			}
+		}
+		for k, f := range fields {
+			if _, ok := got[k]; f.Required && !ok {
+				t.Errorf("%T leaves out %q, which the SDK's %s requires", v, k, typ)
+			}
+		}
 	}
 }

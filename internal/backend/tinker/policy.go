@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,34 +60,83 @@ func New(cfg Config, tok Tokenizer, j Journal, hc *http.Client) (*Policy, error)
 	return &Policy{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), tok: tok, journal: j, hc: hc}, nil
 }
 
-// The request sequence of a model: Tinker orders a model's requests by
-// seq_id, and the built-in server answers a repeated (model, seq_id) with
-// its first future. wmrl derives them from the checkpoint version v, four
-// per version, so that a retry sends the same ones:
+// The request sequence of a model. Tinker processes a model's requests in
+// seq_id order, and the SDK numbers them 1, 2, 3, ... per model (its
+// training client's counter, from 1 for every new model, a restored one
+// included); a server may wait for a missing number. wmrl numbers them the
+// same way, with no gaps, as a pure function of the checkpoint version and
+// the call, so that a retried activity or a resumed run sends the same
+// numbers again. A model made by Init (origin -1):
 //
-//	4v    save_weights_for_sampler: checkpoint v (sampler weights)
-//	4v+1  forward_backward of the update from v
-//	4v+2  optim_step of the update from v
-//	4v+3  save_weights: the training state of v+1 (weights and Adam
+//	4v+1  save_weights_for_sampler: checkpoint v (sampler weights)
+//	4v+2  forward_backward of the update from v
+//	4v+3  optim_step of the update from v
+//	4v+4  save_weights: the training state of v+1 (weights and Adam
 //	      state), which wmrl continue loads
 //
-// A continued run's new model loads the training state of its first
-// checkpoint v (v >= 1) with load_weights at seq_id 4v-1, the place of the
-// save_weights that made it (a new model never sent one there), and saves
-// it for sampling at 4v; it then goes on as above. Runs recorded before
-// save_weights was added used three per version (3v, 3v+1, 3v+2, no
-// training state): their journal entries name those seq_ids.
-func seqSave(v int) int64     { return 4 * int64(v) }
-func seqForward(v int) int64  { return 4*int64(v) + 1 }
-func seqOptimise(v int) int64 { return 4*int64(v) + 2 }
+// A continued run's model (wmrl continue from checkpoint o >= 1 of another
+// run; origin o) loads that state with load_weights at seq_id 1, the
+// SDK's first request of a training client restored from saved state, and
+// then goes on as above shifted: 4(v-o)+2 saves checkpoint v for sampling,
+// 4(v-o)+3 ... 4(v-o)+5 are the update from v. Every step sends all four
+// (a batch with no weight still sends a forward_backward, of a datum with
+// zero advantages), so the sequence has no gap. The origin is part of the
+// checkpoint's name (checkpointName), so an Update reads it from its base
+// checkpoint's location. create_model carries no seq_id (its model_seq_id
+// counts the session's models, as the SDK's does).
+//
+// Runs recorded before this numbering (4v ... 4v+3 from 0, or three per
+// version) have journal entries with those seq_ids: a step interrupted
+// across the upgrade is refused by the journal check, naming both.
+func seqBase(v, origin int) int64 {
+	if origin < 0 {
+		return 4 * int64(v)
+	}
+	return 4*int64(v-origin) + seqLoad
+}
 
-// seqTrainingState is the seq_id of the request that puts a model at the
-// training state of version v: the save_weights after the update that made
-// it, or a continued model's load_weights.
-func seqTrainingState(v int) int64 { return 4*int64(v) - 1 }
+// seqLoad is the seq_id of a continued model's load_weights: its first
+// request.
+const seqLoad = 1
 
-// checkpointName is the sampler weights' name of version v.
-func checkpointName(v int) string { return fmt.Sprintf("wmrl-v%06d", v) }
+func seqSave(v, origin int) int64     { return seqBase(v, origin) + 1 }
+func seqForward(v, origin int) int64  { return seqBase(v, origin) + 2 }
+func seqOptimise(v, origin int) int64 { return seqBase(v, origin) + 3 }
+
+// seqState is the seq_id of the save_weights after the update from v: the
+// training state of v+1.
+func seqState(v, origin int) int64 { return seqBase(v, origin) + 4 }
+
+// checkpointName is the sampler weights' (and training state's) name of
+// version v of a model of origin origin: "wmrl-v<v>" for a model made by
+// Init (origin < 0), "wmrl-v<v>-from<origin>" for a continued one.
+func checkpointName(v, origin int) string {
+	if origin < 0 {
+		return fmt.Sprintf("wmrl-v%06d", v)
+	}
+	return fmt.Sprintf("wmrl-v%06d-from%06d", v, origin)
+}
+
+// checkpointNameRE matches checkpointName's names.
+var checkpointNameRE = regexp.MustCompile(`^wmrl-v([0-9]{6,})(?:-from([0-9]{6,}))?$`)
+
+// checkpointOf reads the version and origin back from a checkpoint's
+// tinker:// path (its last element, as checkpointName made it).
+func checkpointOf(path string) (v, origin int, err error) {
+	name := path[strings.LastIndex(path, "/")+1:]
+	m := checkpointNameRE.FindStringSubmatch(name)
+	origin = -1
+	if m != nil {
+		v, err = strconv.Atoi(m[1])
+		if err == nil && m[2] != "" {
+			origin, err = strconv.Atoi(m[2])
+		}
+	}
+	if m == nil || err != nil || name != checkpointName(v, origin) || origin == 0 || origin > v {
+		return 0, 0, fmt.Errorf("checkpoint location %q: want a name wmrl-v<version>[-from<version>]", path)
+	}
+	return v, origin, nil
+}
 
 // ModelOf returns the model id of a tinker:// sampler path
 // (tinker://<model>/sampler_weights/<name>, or tinker://<model>/<name>).
@@ -108,7 +159,7 @@ func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Che
 	if err != nil {
 		return backend.Checkpoint{}, fmt.Errorf("init run %s: %w", req.Run, err)
 	}
-	return p.save(ctx, key, model, 0)
+	return p.save(ctx, key, model, 0, -1)
 }
 
 // createModel creates a model for run (journal key key+"/create_model")
@@ -138,7 +189,7 @@ func (p *Policy) createModel(ctx context.Context, key, run string, suite, initSe
 		}
 		var fr FutureResponse
 		err = p.post(ctx, PathCreateModel, CreateModelRequest{SessionID: session, ModelSeqID: seq, BaseModel: cfg.BaseModel,
-			UserMetadata: meta, LoraConfig: &LoraConfig{Rank: cfg.LoRARank}, Type: "create_model"}, key+"/create_model", &fr)
+			UserMetadata: meta, LoraConfig: &LoraConfig{Rank: cfg.LoRARank}, Type: TypeCreateModel}, key+"/create_model", &fr)
 		return fr.RequestID, err
 	}, &created)
 	if err != nil {
@@ -150,13 +201,14 @@ func (p *Policy) createModel(ctx context.Context, key, run string, suite, initSe
 	return created.ModelID, nil
 }
 
-// save saves the model's weights for sampling as checkpoint v.
-func (p *Policy) save(ctx context.Context, key, model string, v int) (backend.Checkpoint, error) {
-	seq := seqSave(v)
-	name := checkpointName(v)
+// save saves the model's weights for sampling as checkpoint v of a model
+// of origin origin (seqBase).
+func (p *Policy) save(ctx context.Context, key, model string, v, origin int) (backend.Checkpoint, error) {
+	seq := seqSave(v, origin)
+	name := checkpointName(v, origin)
 	var out SaveWeightsForSamplerResponse
 	err := p.submitPhase(ctx, key+"/save_weights_for_sampler", model, seq, PathSaveWeightsForSampler,
-		SaveWeightsForSamplerRequest{ModelID: model, Path: name, SeqID: &seq, Type: "save_weights_for_sampler"}, &out)
+		SaveWeightsForSamplerRequest{ModelID: model, Path: name, SeqID: &seq, Type: TypeSaveWeightsForSampler}, &out)
 	if err != nil {
 		return backend.Checkpoint{}, fmt.Errorf("save checkpoint %d: %w", v, err)
 	}
@@ -174,7 +226,7 @@ func (p *Policy) save(ctx context.Context, key, model string, v int) (backend.Ch
 func (p *Policy) SaveWeights(ctx context.Context, key, model string, seq int64, name string) (SaveWeightsResponse, error) {
 	var out SaveWeightsResponse
 	err := p.submitPhase(ctx, key, model, seq, PathSaveWeights,
-		SaveWeightsRequest{ModelID: model, Path: name, SeqID: &seq, Type: "save_weights"}, &out)
+		SaveWeightsRequest{ModelID: model, Path: name, SeqID: &seq, Type: TypeSaveWeights}, &out)
 	if err != nil {
 		return out, fmt.Errorf("save_weights %s: %w", name, err)
 	}
@@ -194,7 +246,7 @@ func (p *Policy) LoadWeights(ctx context.Context, key, model string, seq int64, 
 		return out, backend.Permanent(fmt.Errorf("load_weights: %w", err))
 	}
 	err := p.submitPhase(ctx, key, model, seq, PathLoadWeights,
-		LoadWeightsRequest{ModelID: model, Path: path, Optimizer: optimizer, SeqID: &seq, Type: "load_weights"}, &out)
+		LoadWeightsRequest{ModelID: model, Path: path, Optimizer: optimizer, SeqID: &seq, Type: TypeLoadWeights}, &out)
 	if err != nil {
 		return out, fmt.Errorf("load_weights %s: %w", path, err)
 	}
@@ -204,8 +256,9 @@ func (p *Policy) LoadWeights(ctx context.Context, key, model string, seq int64, 
 // Continue implements backend.Continuer: it creates the new run's own model
 // (journal key "<run>/continue"), loads into it the training weights and
 // Adam state that the old run saved with checkpoint v = req.Checkpoint.Version
-// (its State, at seq_id 4v-1) and saves them for sampling as the new run's
-// checkpoint v (seq_id 4v). The new run's updates then train the new
+// (its State; load_weights at seq_id 1, the new model's first request) and
+// saves them for sampling as the new run's checkpoint v (seq_id 2, named
+// wmrl-v<v>-from<v>: see seqBase). The new run's updates then train the new
 // model; the old run's model, which may have gone past v, is left alone.
 // When the service reports content hashes (tinkerserve), the new
 // checkpoint's hash must be the old one's: the loaded state is the same.
@@ -226,10 +279,10 @@ func (p *Policy) Continue(ctx context.Context, req backend.ContinueRequest) (bac
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := p.LoadWeights(ctx, key+"/load_weights", model, seqTrainingState(v), from.State, true); err != nil {
+	if _, err := p.LoadWeights(ctx, key+"/load_weights", model, seqLoad, from.State, true); err != nil {
 		return fail(err)
 	}
-	ck, err := p.save(ctx, key, model, v)
+	ck, err := p.save(ctx, key, model, v, v)
 	if err != nil {
 		return fail(err)
 	}
@@ -320,7 +373,7 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 		Prompt:         ModelInput{Chunks: []ModelInputChunk{{Type: ChunkEncodedText, Tokens: prompt}}},
 		SamplingParams: SamplingParams{MaxTokens: &maxTokens, Seed: &seed, Temperature: cfg.Temperature},
 		ModelPath:      req.Checkpoint.Location,
-		Type:           "sample",
+		Type:           TypeSample,
 	}
 	// The idempotency key names the request's content, so that the same
 	// group asked again (a retried activity) gets the first future.
@@ -353,14 +406,21 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 }
 
 // Update applies one step to the run's model: forward_backward on the
-// batch's datums (BuildDatums; skipped when every weight is 0, so the
-// optimiser step then has a zero gradient), optim_step with the run's
-// learning rate and the configured Adam betas and eps, save_weights (the
-// training state, Checkpoint.State, that wmrl continue loads) and
-// save_weights_for_sampler as checkpoint Base.Version+1. Each request is
-// journalled under req.Key and its phase, and carries a seq_id derived from
-// the version, so one optimiser step is applied per key however often the
-// activity is retried.
+// batch's datums (BuildDatums; when every weight is 0, one datum with zero
+// advantages, so the step keeps its seq_id and the optimiser step has a
+// zero gradient), optim_step with the run's learning rate and the
+// configured Adam betas and eps, save_weights (the training state,
+// Checkpoint.State, that wmrl continue loads) and save_weights_for_sampler
+// as checkpoint Base.Version+1. Each request is journalled under req.Key
+// and its phase, and carries the seq_id of its place in the model's
+// sequence (seqBase), so one optimiser step is applied per key however
+// often the activity is retried.
+//
+// forward_backward's loss_fn_outputs (one per datum, its "logprobs": the
+// policy's logprob of every target token at the update's weights) give the
+// step's importance ratio exp(logp_update − logp_sample) over the action
+// tokens of the datums with weight: its mean and max are
+// UpdateStats.RatioMean and RatioMax (0 when the service returns none).
 //
 // The model's weights are the service's state: Update assumes the model is
 // at Base (the previous Update of this run saved it), which holds as long as
@@ -371,21 +431,31 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	}
 	cfg := p.with(req.Settings)
 	model, err := ModelOf(req.Base.Location)
+	if err != nil {
+		return fail(backend.Permanent(err))
+	}
+	v, origin, err := checkpointOf(req.Base.Location)
 	switch {
 	case err != nil:
 		return fail(backend.Permanent(err))
+	case v != req.Base.Version:
+		return fail(backend.Permanent(fmt.Errorf("checkpoint %d is at %s, the name of version %d", req.Base.Version, req.Base.Location, v)))
 	case req.Key == "":
 		return fail(backend.Permanent(errors.New("no idempotency key")))
 	case !(req.Settings.LearningRate > 0):
 		return fail(backend.Permanent(fmt.Errorf("policy.learning_rate %v: want > 0", req.Settings.LearningRate)))
-	case req.Base.Version < 0:
-		return fail(backend.Permanent(fmt.Errorf("base version %d", req.Base.Version)))
 	}
 	datums, err := BuildDatums(p.tok, req.Batch)
 	if err != nil {
 		return fail(backend.Permanent(err))
 	}
-	v := req.Base.Version
+	if len(datums) == 0 {
+		d, err := zeroDatum(p.tok, req.Batch)
+		if err != nil {
+			return fail(backend.Permanent(err))
+		}
+		datums = []Datum{d}
+	}
 	stats := backend.UpdateStats{Step: uint64(v + 1)}
 	for _, d := range req.Batch {
 		if d.Weight > 0 {
@@ -401,39 +471,97 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	if stats.WeightSum > 0 {
 		stats.Objective /= stats.WeightSum
 	}
-	if len(datums) > 0 {
-		seq := seqForward(v)
-		var out ForwardBackwardOutput
-		err := p.submitPhase(ctx, req.Key+"/forward_backward", model, seq, PathForwardBackward, ForwardBackwardRequest{
-			ForwardBackwardInput: ForwardBackwardInput{Data: datums, LossFn: cfg.Loss}, ModelID: model, SeqID: &seq, Type: "forward_backward"}, &out)
-		if err != nil {
-			return fail(fmt.Errorf("forward_backward: %w", err))
-		}
-		if g, ok := gradNorm(out.Metrics); ok {
-			stats.GradNorm = g
-		}
+	seq := seqForward(v, origin)
+	var fb ForwardBackwardOutput
+	err = p.submitPhase(ctx, req.Key+"/forward_backward", model, seq, PathForwardBackward, ForwardBackwardRequest{
+		ForwardBackwardInput: ForwardBackwardInput{Data: datums, LossFn: cfg.Loss}, ModelID: model, SeqID: &seq}, &fb)
+	if err != nil {
+		return fail(fmt.Errorf("forward_backward: %w", err))
 	}
-	seq := seqOptimise(v)
+	if g, ok := gradNorm(fb.Metrics); ok {
+		stats.GradNorm = g
+	}
+	if stats.RatioMean, stats.RatioMax, err = importanceRatio(req.Batch, fb.LossFnOutputs); err != nil {
+		return fail(backend.Permanent(fmt.Errorf("forward_backward: %w", err)))
+	}
+	seq = seqOptimise(v, origin)
 	var out OptimStepResponse
 	err = p.submitPhase(ctx, req.Key+"/optim_step", model, seq, PathOptimStep, OptimStepRequest{
 		AdamParams: AdamParams{LearningRate: req.Settings.LearningRate, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps},
-		ModelID:    model, SeqID: &seq, Type: "optim_step"}, &out)
+		ModelID:    model, SeqID: &seq, Type: TypeOptimStep}, &out)
 	if err != nil {
 		return fail(fmt.Errorf("optim_step: %w", err))
 	}
 	if g, ok := gradNorm(out.Metrics); ok {
 		stats.GradNorm = g
 	}
-	state, err := p.SaveWeights(ctx, req.Key+"/save_weights", model, seqTrainingState(v+1), checkpointName(v+1))
+	state, err := p.SaveWeights(ctx, req.Key+"/save_weights", model, seqState(v, origin), checkpointName(v+1, origin))
 	if err != nil {
 		return fail(err)
 	}
-	ck, err := p.save(ctx, req.Key, model, v+1)
+	ck, err := p.save(ctx, req.Key, model, v+1, origin)
 	if err != nil {
 		return fail(err)
 	}
 	ck.State = state.Path
 	return ck, stats, nil
+}
+
+// importanceRatio is the mean and max of exp(logp_update − logp_sample)
+// over the action tokens of the batch's datums with weight (in the order
+// BuildDatums sent them): their completion tokens, which the last
+// len(Tokens) positions of a datum predict, logp_update being
+// outputs[i]["logprobs"] there. No outputs (a service that returns none)
+// give 0, 0.
+func importanceRatio(batch []backend.Datum, outputs []map[string]TensorData) (mean, maxRatio float64, err error) {
+	var sent []backend.Datum
+	for _, d := range batch {
+		if d.Weight != 0 {
+			sent = append(sent, d)
+		}
+	}
+	if len(outputs) == 0 || len(sent) == 0 {
+		return 0, 0, nil
+	}
+	if len(outputs) != len(sent) {
+		return 0, 0, fmt.Errorf("loss_fn_outputs: %d entries for %d datums", len(outputs), len(sent))
+	}
+	sum, n := 0.0, 0
+	for i, d := range sent {
+		got, ok := outputs[i]["logprobs"]
+		if !ok || len(got.Data) < len(d.Tokens) {
+			return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs: %d values for %d completion tokens", i, len(got.Data), len(d.Tokens))
+		}
+		at := len(got.Data) - len(d.Tokens)
+		for j, lp := range got.Data[at:] {
+			r := math.Exp(lp - d.LogProbs[j])
+			if math.IsNaN(r) || math.IsInf(r, 0) {
+				return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs[%d] %v: its ratio to the sampling logprob %v is not finite", i, at+j, lp, d.LogProbs[j])
+			}
+			sum += r
+			n++
+			maxRatio = max(maxRatio, r)
+		}
+	}
+	return sum / float64(n), maxRatio, nil
+}
+
+// zeroDatum is the datum a step whose batch has no weight sends, so that its
+// forward_backward keeps the model's seq_id sequence gapless: the first
+// sampled completion of the batch with advantage 0, which adds a zero
+// gradient under either loss.
+func zeroDatum(tok Tokenizer, batch []backend.Datum) (Datum, error) {
+	for _, d := range batch {
+		if len(d.Tokens) > 0 && len(d.LogProbs) == len(d.Tokens) {
+			d.Weight, d.Advantage = 1, 0
+			out, err := BuildDatums(tok, []backend.Datum{d})
+			if err != nil {
+				return Datum{}, err
+			}
+			return out[0], nil
+		}
+	}
+	return Datum{}, errors.New("the batch holds no sampled completion: a step's forward_backward needs one datum to keep the model's seq_id sequence gapless")
 }
 
 // with returns the adapter's configuration with the run's model settings

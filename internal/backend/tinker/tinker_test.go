@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -106,6 +107,12 @@ func TestValidateNamesFields(t *testing.T) {
 		{func(c *Config) { c.Beta2 = -0.1 }, "policy.tinker.beta2"},
 		{func(c *Config) { c.Eps = -1 }, "policy.tinker.eps"},
 		{func(c *Config) { c.Temperature = -1 }, "policy.tinker.temperature"},
+		// The run config's upper bounds (backend.ModelSettings.Validate),
+		// which the worker's configuration once escaped.
+		{func(c *Config) { c.LoRARank = 2048 }, "policy.tinker.lora_rank"},
+		{func(c *Config) { c.MaxTokens = 1<<20 + 1 }, "policy.tinker.max_tokens"},
+		{func(c *Config) { c.Temperature = 11 }, "policy.tinker.temperature"},
+		{func(c *Config) { c.Eps = 2 }, "policy.tinker.eps"},
 	} {
 		c := ok
 		tt.give(&c)
@@ -252,5 +259,69 @@ func TestMemJournal(t *testing.T) {
 	e, _ = j.Begin(ctx, store.TinkerRequest{Key: "k", ModelID: "m", SeqID: 4})
 	if e.RequestID != "7" {
 		t.Fatalf("second Begin: %+v", e)
+	}
+}
+
+// A model's seq_ids, in the order Init, Update, Update, ... (or Continue,
+// Update, ...) sends its requests, are 1, 2, 3, ... without a gap, and a
+// pure function of the checkpoint's name: a retried call computes the same.
+func TestSeqNumbering(t *testing.T) {
+	for _, origin := range []int{-1, 1, 3} {
+		var got []int64
+		first := 0
+		if origin > 0 {
+			first = origin
+			got = append(got, seqLoad)
+		}
+		got = append(got, seqSave(first, origin))
+		for v := first; v < first+4; v++ {
+			got = append(got, seqForward(v, origin), seqOptimise(v, origin), seqState(v, origin), seqSave(v+1, origin))
+		}
+		for i, s := range got {
+			if s != int64(i+1) {
+				t.Fatalf("origin %d: seq_ids %v, want 1, 2, 3, ...", origin, got)
+			}
+		}
+		// The name of each checkpoint gives its version and origin back.
+		for v := max(first, 0); v < first+5; v++ {
+			loc := "tinker://m/sampler_weights/" + checkpointName(v, origin)
+			gv, gotOrigin, err := checkpointOf(loc)
+			if err != nil || gv != v || gotOrigin != origin {
+				t.Fatalf("checkpointOf(%s) = %d, %d, %v; want %d, %d", loc, gv, gotOrigin, err, v, origin)
+			}
+		}
+	}
+	for _, bad := range []string{"tinker://m/sampler_weights/x", "tinker://m/sampler_weights/wmrl-v12",
+		"tinker://m/sampler_weights/wmrl-v000002-from000003", "tinker://m/sampler_weights/wmrl-v000002-from000000",
+		"tinker://m/sampler_weights/wmrl-v0000002"} {
+		if _, _, err := checkpointOf(bad); err == nil {
+			t.Errorf("checkpointOf(%s): no error", bad)
+		}
+	}
+}
+
+// The importance ratio is read from loss_fn_outputs at the completion
+// positions of the datums with weight, in the order they were sent.
+func TestImportanceRatio(t *testing.T) {
+	batch := []backend.Datum{
+		{Tokens: []int{1, 2}, LogProbs: []float64{-1, -2}, Weight: 0.5},
+		{Tokens: []int{1}, LogProbs: []float64{-3}, Weight: 0}, // not sent
+		{Tokens: []int{3}, LogProbs: []float64{-0.5}, Weight: 0.5},
+	}
+	td := func(x ...float64) map[string]TensorData {
+		return map[string]TensorData{"logprobs": {Data: x, Dtype: "float32"}}
+	}
+	// Prompt positions first (0), then the completion's logprobs at the update.
+	mean, mx, err := importanceRatio(batch, []map[string]TensorData{td(0, 0, -1+math.Log(2), -2), td(0, -0.5+math.Log(0.5))})
+	if err != nil || math.Abs(mean-(2+1+0.5)/3) > 1e-12 || math.Abs(mx-2) > 1e-12 {
+		t.Fatalf("ratio mean %v max %v (%v), want 7/6 and 2", mean, mx, err)
+	}
+	if m, x, err := importanceRatio(batch, nil); m != 0 || x != 0 || err != nil {
+		t.Fatalf("no outputs: %v %v %v", m, x, err)
+	}
+	for _, outs := range [][]map[string]TensorData{{td(0, 0, -1, -2)}, {td(0, 0, -1, -2), td()}, {td(0, 0, -1, -2), {}}} {
+		if _, _, err := importanceRatio(batch, outs); err == nil || !strings.Contains(err.Error(), "loss_fn_outputs") {
+			t.Errorf("outputs %v: %v, want an error naming loss_fn_outputs", outs, err)
+		}
 	}
 }

@@ -1,12 +1,20 @@
 package tinker
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/wmrl/wmrl/internal/backend"
+)
 
 // The wire types of the subset of the Tinker training API that wmrl uses:
 // the JSON bodies of POST /api/v1/<endpoint>, with the field names of the
 // Tinker Python SDK's types (tinker.types) and of the open servers that
 // implement it (SkyRL tx's tinker API server). Fields wmrl does not use are
-// left out; a server ignores what it does not know. The built-in server
+// left out. A request body holds only fields of the SDK's request type, at
+// every SDK version from 0.16.1 to 0.25.0: those types forbid any other
+// (pydantic extra="forbid" up to 0.22), and a server may validate with
+// them; testdata/sdk_request_fields.json lists them and TestRequestFields
+// checks every body the client sends against it. The built-in server
 // (internal/serve/tinkerserve) decodes the same types.
 
 // The endpoints.
@@ -36,8 +44,22 @@ const (
 
 // The loss functions wmrl can ask for.
 const (
-	LossImportanceSampling = "importance_sampling"
-	LossPPO                = "ppo"
+	LossImportanceSampling = backend.LossImportanceSampling
+	LossPPO                = backend.LossPPO
+)
+
+// The "type" discriminators of the request types that have one (the SDK's
+// Literal defaults). ForwardBackwardRequest has none.
+const (
+	TypeCreateSession         = "create_session"
+	TypeSessionHeartbeat      = "session_heartbeat"
+	TypeCreateModel           = "create_model"
+	TypeGetInfo               = "get_info"
+	TypeSample                = "sample"
+	TypeOptimStep             = "optim_step"
+	TypeSaveWeightsForSampler = "save_weights_for_sampler"
+	TypeSaveWeights           = "save_weights"
+	TypeLoadWeights           = "load_weights"
 )
 
 // ChunkEncodedText is the type of a chunk of token ids.
@@ -88,12 +110,12 @@ type ForwardBackwardInput struct {
 	LossFn string  `json:"loss_fn"`
 }
 
-// ForwardBackwardRequest accumulates the gradient of a batch's loss.
+// ForwardBackwardRequest accumulates the gradient of a batch's loss. The
+// SDK's type has no "type" field (and forbade one up to 0.22).
 type ForwardBackwardRequest struct {
 	ForwardBackwardInput ForwardBackwardInput `json:"forward_backward_input"`
 	ModelID              string               `json:"model_id"`
 	SeqID                *int64               `json:"seq_id,omitempty"`
-	Type                 string               `json:"type,omitempty"`
 }
 
 // ForwardBackwardOutput is a forward_backward future's result.
@@ -125,10 +147,11 @@ type OptimStepResponse struct {
 	Type    string             `json:"type,omitempty"`
 }
 
-// CreateSessionRequest opens a client session.
+// CreateSessionRequest opens a client session. UserMetadata is required by
+// the SDK's type (it may be null), so it is always sent.
 type CreateSessionRequest struct {
 	Tags         []string       `json:"tags"`
-	UserMetadata map[string]any `json:"user_metadata,omitempty"`
+	UserMetadata map[string]any `json:"user_metadata"`
 	SDKVersion   string         `json:"sdk_version"`
 	Type         string         `json:"type"`
 }

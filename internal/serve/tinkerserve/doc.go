@@ -53,10 +53,13 @@
 // (model_id, seq_id), or a repeated X-Idempotency-Key, gets the first
 // request's future back and changes nothing: an optimiser step is never
 // applied twice. A model request whose seq_id is not above the model's last
-// one is refused (409). Futures are complete when created, so
-// retrieve_future answers try_again or 408 only with Options.Defer (wmrl
-// serve --defer N: the first N polls of each future are pending), which
-// exercises a client's waiting.
+// one is refused (409); with Options.StrictSeq (wmrl serve --strict-seq) so
+// is one that is not exactly the next, 1, 2, 3, ... per model as the SDK
+// numbers them, so that a client leaving a gap (which a service processing
+// a model's requests in seq_id order would wait on forever) fails at once.
+// Futures are complete when created, so retrieve_future answers try_again
+// or 408 only with Options.Defer (wmrl serve --defer N: the first N polls
+// of each future are pending), which exercises a client's waiting.
 //
 // Bad requests get HTTP 400 with a JSON body {"error", "category": "user",
 // "field"} naming the field.

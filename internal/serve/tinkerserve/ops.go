@@ -260,6 +260,18 @@ func (s *Server) modelOp(ctx context.Context, kind, model string, seq *int64, id
 		if seq != nil && *seq <= last {
 			return &httpError{status: 409, field: "seq_id", msg: fmt.Sprintf("%d: model %s is at seq_id %d", *seq, model, last)}
 		}
+		if s.opts.StrictSeq {
+			// A model's requests in the SDK's order 1, 2, 3, ...: a
+			// new model (last -1 after create_model, 0 after a load
+			// that created it) takes 1 first.
+			next := max(last, 0) + 1
+			switch {
+			case seq == nil:
+				return bad("seq_id", "required: this server takes a model's requests in seq_id order (strict seq)")
+			case *seq != next:
+				return &httpError{status: 409, field: "seq_id", msg: fmt.Sprintf("%d: model %s takes seq_id %d next (strict seq: 1, 2, 3, ... without gaps)", *seq, model, next)}
+			}
+		}
 		if m.pol, err = policy.Decode(data, policy.ProgramGrammar{}); err != nil {
 			return fmt.Errorf("model %s: %w", model, err)
 		}

@@ -43,6 +43,14 @@ type Options struct {
 	// (alternately HTTP 408 and try_again) before its result, so that a
 	// client's waiting is exercised; 0 answers at once.
 	Defer int
+	// StrictSeq makes the server take a model's requests only in the
+	// order the Tinker SDK numbers them, seq_id 1, 2, 3, ... with no gap: a
+	// request without a seq_id, or whose seq_id is not the model's last
+	// plus one, is refused (409, field seq_id), as a service that processes
+	// a model's requests in seq_id order would wait for the missing one
+	// forever. A repeated seq_id of the same request still gets the first
+	// future; of another request, 409.
+	StrictSeq bool
 }
 
 // Server is the http.Handler of the built-in Tinker server. It keeps all

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -192,11 +193,11 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestDeterministicOverHTTP(t *testing.T) {
-	a := newEnv(t, nil, tinkerserve.Options{})
+	a := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	first := scenario(t, a.client(t, &tinker.MemJournal{}, ""))
 
 	var fl *flaky
-	b := newEnv(t, func(h http.Handler) http.Handler { fl = &flaky{next: h, polls: map[string]int{}}; return fl }, tinkerserve.Options{})
+	b := newEnv(t, func(h http.Handler) http.Handler { fl = &flaky{next: h, polls: map[string]int{}}; return fl }, tinkerserve.Options{StrictSeq: true})
 	second := scenario(t, b.client(t, tinker.PostgresJournal{Store: b.store}, ""))
 
 	if !reflect.DeepEqual(first, second) {
@@ -223,13 +224,18 @@ func TestDeterministicOverHTTP(t *testing.T) {
 	if first.Stats.Step != 2 || first.Stats.Trajectories != 3 || first.Stats.WeightSum != 1 {
 		t.Fatalf("stats %+v", first.Stats)
 	}
+	// The server scores the update's datums at the weights they were
+	// sampled from: the importance ratio is 1 on every action token.
+	if math.Abs(first.Stats.RatioMean-1) > 1e-9 || math.Abs(first.Stats.RatioMax-1) > 1e-9 {
+		t.Fatalf("importance ratio mean %v, max %v; want 1, 1 on-policy", first.Stats.RatioMean, first.Stats.RatioMax)
+	}
 }
 
 // An update retried with the same key applies one optimiser step, with the
 // journal (it polls the recorded futures) and without it (the server
 // answers the repeated seq_ids with the first futures).
 func TestRetriedUpdateStepsOnce(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	e := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	p := e.client(t, tinker.PostgresJournal{Store: e.store}, "")
 	task := trainTask(t)
@@ -269,7 +275,7 @@ func TestRetriedUpdateStepsOnce(t *testing.T) {
 // fails, and its retry, on a new server over the same database, polls the
 // journalled futures and finishes the same update, applying one step.
 func TestServerRestartMidUpdate(t *testing.T) {
-	ref := newEnv(t, nil, tinkerserve.Options{})
+	ref := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	want := scenarioOneUpdate(t, ref.client(t, &tinker.MemJournal{}, ""), nil)
 
 	s, dsn := testenv.FreshDB(t)
@@ -291,7 +297,7 @@ func TestServerRestartMidUpdate(t *testing.T) {
 			}
 		})
 	}
-	e.restart(t, dsn, crash, tinkerserve.Options{})
+	e.restart(t, dsn, crash, tinkerserve.Options{StrictSeq: true})
 	j := tinker.PostgresJournal{Store: s}
 	got := scenarioOneUpdate(t, e.client(t, j, ""), func(p *tinker.Policy, req backend.UpdateRequest) (backend.Checkpoint, error) {
 		_, _, err := p.Update(t.Context(), req)
@@ -300,7 +306,7 @@ func TestServerRestartMidUpdate(t *testing.T) {
 		}
 		t.Logf("first attempt: %v", err)
 		down.Store(false)
-		e.restart(t, dsn, crash, tinkerserve.Options{})
+		e.restart(t, dsn, crash, tinkerserve.Options{StrictSeq: true})
 		ck, _, err := e.client(t, j, "").Update(t.Context(), req)
 		return ck, err
 	})
@@ -368,7 +374,7 @@ func TestAPIKey(t *testing.T) {
 
 // Bad requests get a 400 naming the field.
 func TestBadRequests(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	e := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	p := e.client(t, &tinker.MemJournal{}, "")
 	ck, err := p.Init(ctx, backend.InitRequest{Run: "r", Suite: testenv.SuiteSeed, Seed: 1, Settings: settings})
@@ -456,7 +462,7 @@ func must(v any) string {
 // summed Tinker loss gives the built-in update bit for bit; with Tinker's
 // default Adam parameters it does not.
 func TestCompareWithInProcessBuiltin(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	e := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	bp := &builtin.Policy{Tasks: tasks}
 	init := backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings, Dir: t.TempDir()}
@@ -517,11 +523,14 @@ func TestCompareWithInProcessBuiltin(t *testing.T) {
 	}
 }
 
-// An update whose weights are all 0 sends no forward_backward and takes a
-// zero-gradient optimiser step: the version advances, the policy moves only
-// by its Adam moments (none at step 1: it stays put but for the step count).
+// An update whose weights are all 0 still sends a forward_backward, of one
+// datum with zero advantages (so the model's seq_id sequence has no gap
+// under StrictSeq), which adds a zero gradient; its optimiser step is a
+// zero-gradient one: the version advances, the policy moves only by its
+// Adam moments (none at step 1: it stays put but for the step count).
 func TestZeroWeightUpdate(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	var bodies bodyChecker
+	e := newEnv(t, bodies.wrap, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	p := e.client(t, &tinker.MemJournal{}, "")
 	task := trainTask(t)
@@ -544,14 +553,18 @@ func TestZeroWeightUpdate(t *testing.T) {
 	if next.Version != 1 || next.Hash == ck.Hash || stats.Trajectories != 0 || stats.WeightSum != 0 {
 		t.Fatalf("zero update: %+v %+v (base %+v)", next, stats, ck)
 	}
-	if fb, optim := e.counts(t); fb != 0 || optim != 1 {
-		t.Fatalf("server applied %d forward_backward and %d optim_step, want 0 and 1", fb, optim)
+	if fb, optim := e.counts(t); fb != 1 || optim != 1 {
+		t.Fatalf("server applied %d forward_backward and %d optim_step, want 1 and 1", fb, optim)
 	}
+	if stats.GradNorm != 0 || stats.RatioMean != 0 || stats.RatioMax != 0 {
+		t.Fatalf("zero update: gradient norm %v (want 0), ratio %v/%v (want none: no datum has weight)", stats.GradNorm, stats.RatioMean, stats.RatioMax)
+	}
+	bodies.verify(t, tinker.PathForwardBackward) // the zero-advantage datum too
 }
 
 // Session heartbeats, and an idempotency key reused for another request.
 func TestSessionsAndKeys(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	e := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
 	post := func(path, body string, hdr map[string]string) (int, tinker.ErrorResponse, []byte) {
 		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(body))
 		for k, v := range hdr {
@@ -606,5 +619,59 @@ func TestSessionsAndKeys(t *testing.T) {
 	}
 	if code, _, _ := post(tinker.PathRetrieveFuture, `{"request_id":"999999"}`, nil); code != 404 {
 		t.Fatalf("unknown future: %d", code)
+	}
+}
+
+// With StrictSeq a model's requests must come as 1, 2, 3, ...: a gap or a
+// request without seq_id is refused, the next one and a repeat of the same
+// request are taken. Without it, the gap is taken.
+func TestStrictSeq(t *testing.T) {
+	for _, strict := range []bool{true, false} {
+		e := newEnv(t, nil, tinkerserve.Options{StrictSeq: strict})
+		ck, err := e.client(t, &tinker.MemJournal{}, "").Init(t.Context(), backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
+		if err != nil {
+			t.Fatal(err) // under StrictSeq too: Init sends seq_id 1
+		}
+		model, _ := tinker.ModelOf(ck.Location)
+		optim := func(seq *int64) (int, string) {
+			body := must(tinker.OptimStepRequest{AdamParams: tinker.AdamParams{LearningRate: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8},
+				ModelID: model, SeqID: seq, Type: tinker.TypeOptimStep})
+			resp, err := e.srv.Client().Post(e.srv.URL+tinker.PathOptimStep, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var b tinker.ErrorResponse
+			_ = json.NewDecoder(resp.Body).Decode(&b)
+			return resp.StatusCode, b.Field
+		}
+		seq := func(n int64) *int64 { return &n }
+		type want struct {
+			status int
+			field  string
+		}
+		cases := []struct {
+			seq         *int64
+			strict, lax want
+		}{
+			{seq(3), want{409, "seq_id"}, want{200, ""}}, // a gap
+			{nil, want{400, "seq_id"}, want{200, ""}},    // no seq_id
+			{seq(2), want{200, ""}, want{409, "seq_id"}}, // the next (lax: below the gap taken)
+		}
+		for i, c := range cases {
+			w := c.lax
+			if strict {
+				w = c.strict
+			}
+			if status, field := optim(c.seq); status != w.status || field != w.field {
+				t.Errorf("strict %v, case %d: HTTP %d field %q, want %d %q", strict, i, status, field, w.status, w.field)
+			}
+		}
+		if strict {
+			// A repeat of seq_id 2 (the same request) gets its future back.
+			if status, _ := optim(seq(2)); status != 200 {
+				t.Errorf("repeat of seq_id 2: HTTP %d", status)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,7 +31,8 @@ func (e *env) futures(t *testing.T, kind string) int {
 // polls the first future; one sent again without it (the worker died
 // before journalling the id) gets the first future from the server.
 func TestSaveLoadWeights(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	var bodies bodyChecker
+	e := newEnv(t, bodies.wrap, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	j := &tinker.MemJournal{}
 	p := e.client(t, j, "")
@@ -69,7 +71,7 @@ func TestSaveLoadWeights(t *testing.T) {
 	// Save again by hand: the journalled key polls the same future; the
 	// same seq_id without the journal gets the first future too.
 	saves := e.futures(t, "save_weights")
-	seq := int64(1001)
+	seq := int64(10) // the model's next: two updates took 1 ... 9
 	first, err := p.SaveWeights(ctx, "manual/save", model, seq, "manual")
 	if err != nil {
 		t.Fatal(err)
@@ -131,10 +133,38 @@ func TestSaveLoadWeights(t *testing.T) {
 	if err == nil || !backend.IsPermanent(err) || !strings.Contains(err.Error(), "saved no training weights") {
 		t.Fatalf("continue without a state: %v", err)
 	}
+	// Each model's requests, in the order the server took them, are
+	// numbered 1, 2, 3, ...: run-a's Init (1), two updates (2-9) and the
+	// manual save (10); run-b's load (1), checkpoint 1 (2), update (3-6).
+	for m, want := range map[string]string{model: "1 2 3 4 5 6 7 8 9 10", m2: "1 2 3 4 5 6"} {
+		var got []string
+		rows, err := e.pool.Query(ctx, `SELECT kind, seq_id FROM tinker_futures WHERE model_id = $1 AND seq_id IS NOT NULL ORDER BY request_id`, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			got, kinds = append(got, strconv.FormatInt(n, 10)), append(kinds, k)
+		}
+		rows.Close()
+		if strings.Join(got, " ") != want {
+			t.Errorf("model %s took seq_ids %v (%v), want %s", m, got, kinds, want)
+		}
+	}
+	// Every body sent has only fields of the SDK's request types.
+	bodies.verify(t, tinker.PathCreateSession, tinker.PathCreateModel, tinker.PathAsample, tinker.PathForwardBackward,
+		tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveWeightsForSampler, tinker.PathLoadWeights, tinker.PathRetrieveFuture)
 }
 
 func TestLoadWeightsBadRequests(t *testing.T) {
-	e := newEnv(t, nil, tinkerserve.Options{})
+	e := newEnv(t, nil, tinkerserve.Options{StrictSeq: true})
+	// Init took seq_id 1; a refused request does not advance the model's
+	// sequence, so each bad one below is sent at the next, 3.
 	ctx := t.Context()
 	p := e.client(t, &tinker.MemJournal{}, "")
 	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
@@ -142,11 +172,11 @@ func TestLoadWeightsBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	model, _ := tinker.ModelOf(ck.Location)
-	saved, err := p.SaveWeights(ctx, "s", model, 1, "w")
+	saved, err := p.SaveWeights(ctx, "s", model, 2, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := int64(2)
+	seq := int64(3)
 	for _, tt := range []struct {
 		give   tinker.LoadWeightsRequest
 		status int
