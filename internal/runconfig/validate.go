@@ -85,6 +85,10 @@ const (
 	maxHidden       = 4096
 	maxParallelism  = 4096
 	maxNameLen      = 64
+	// maxTurns bounds trajectory.turns (the reference trains 5);
+	// maxObservationTokens trajectory.observation_tokens.
+	maxTurns             = 64
+	maxObservationTokens = 1 << 16
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -136,6 +140,35 @@ func (c Config) checkActive() error {
 		return fielderr.Under("anchors.active.", err)
 	}
 	return nil
+}
+
+// checkTrajectory checks the trajectory section. Zeros are the defaults.
+// More than one turn is refused for now: the step's turn loop is not built
+// (docs/design.md, "Multi-turn trajectories").
+func (c Config) checkTrajectory() []func() error {
+	t := c.Trajectory
+	return []func() error{
+		func() error {
+			if err := intIn("trajectory.turns", t.Turns, 0, maxTurns); err != nil {
+				return err
+			}
+			if t.MultiTurn() {
+				return bad("trajectory.turns", "%d turns: multi-turn trajectories are not built yet (issue #19); "+
+					"only 1 turn (the single-shot step) runs", t.Turns)
+			}
+			return nil
+		},
+		func() error {
+			switch t.Reward {
+			case "", RewardMax, RewardLast:
+				return nil
+			}
+			return bad("trajectory.reward", "must be %q or %q (empty: %q), got %q", RewardMax, RewardLast, RewardMax, t.Reward)
+		},
+		func() error {
+			return intIn("trajectory.observation_tokens", t.ObservationTokens, 0, maxObservationTokens)
+		},
+	}
 }
 
 // checkAdaptive checks anchors.adaptive when target_rho is set: the
@@ -238,7 +271,7 @@ func (c Config) checks() []func() error {
 			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},
 			{"eps", func(d *Advantage, s Advantage) { d.Eps = s.Eps }, func(s Advantage) float64 { return s.Eps }},
 		})...)
-	return append(checks, []func() error{
+	checks = append(checks, []func() error{
 		func() error {
 			if !finite(c.Policy.LearningRate) || c.Policy.LearningRate <= 0 || c.Policy.LearningRate > 1 {
 				return bad("policy.learning_rate", "must be in (0,1], got %v", c.Policy.LearningRate)
@@ -276,6 +309,9 @@ func (c Config) checks() []func() error {
 			}
 			return nil
 		},
+	}...)
+	checks = append(checks, c.checkTrajectory()...)
+	return append(checks, []func() error{
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },
