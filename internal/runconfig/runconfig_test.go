@@ -17,6 +17,7 @@ import (
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/turns"
 )
 
 func TestPresetsValid(t *testing.T) {
@@ -633,6 +634,9 @@ func TestEveryNumberFieldChecked(t *testing.T) {
 // when zero (so recorded configurations keep their form), and more than one
 // turn refused, at its line, until the turn loop exists.
 func TestTrajectory(t *testing.T) {
+	if RewardMax != turns.Max || RewardLast != turns.Last {
+		t.Errorf("reductions %q, %q; turns.Reduce's are %q, %q", RewardMax, RewardLast, turns.Max, turns.Last)
+	}
 	c := Default()
 	if got := c.Trajectory; got.TurnCount() != 1 || got.Reduction() != RewardMax || got.ObservationCap() != 1200 || got.MultiTurn() {
 		t.Errorf("defaults: %d turns, %q, %d tokens, multi-turn %v; want 1, max, 1200, false",

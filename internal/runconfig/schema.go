@@ -246,7 +246,8 @@ const (
 	DefaultTurns             = 1
 	DefaultObservationTokens = 1200
 	// RewardMax is the maximum over the answered turns (the reference's);
-	// RewardLast the last answered turn's.
+	// RewardLast the last answered turn's: turns.Reduce's names (a test
+	// holds them equal; the workflows' dependencies stay without turns').
 	RewardMax  = "max"
 	RewardLast = "last"
 )
