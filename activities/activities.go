@@ -198,7 +198,8 @@ func policySettings(cfg runconfig.Config) backend.PolicySettings {
 	t := cfg.Policy.Tinker
 	return backend.PolicySettings{LearningRate: cfg.Policy.LearningRate, KLCoef: cfg.Policy.KLCoef, Hidden: cfg.Policy.Hidden,
 		Model: backend.ModelSettings{BaseModel: t.BaseModel, LoRARank: t.LoRARank, Loss: t.Loss, Beta1: t.Beta1, Beta2: t.Beta2,
-			Eps: t.Eps, MaxTokens: t.MaxTokens, Temperature: t.Temperature}}
+			Eps: t.Eps, MaxTokens: t.MaxTokens, Temperature: t.Temperature},
+		Turns: cfg.Trajectory.TurnCount()}
 }
 
 // checkpoint returns checkpoint ref of run as recorded in Postgres, for the

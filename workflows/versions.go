@@ -79,4 +79,11 @@ const (
 	// it changes no replay; it is behind the change all the same, so a
 	// replayed history shows what its run showed.
 	changeUISummaries = "ui-summaries"
+	// changeTurns (version 1, asked only in steps of runs with
+	// trajectory.turns > 1, with changeStepPipeline): the step's rollout
+	// runs every group's K turns as a chain (Generate, Execute and
+	// ScoreWorldModel with a turn), then ReduceTurns (a local activity)
+	// per group (turns.go). Single-shot steps never reach the check, so
+	// no earlier history meets it.
+	changeTurns = "turns"
 )

@@ -158,7 +158,7 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
 		{func(c *Config) { c.Trajectory.Turns = -1 }, "trajectory.turns:"},
 		{func(c *Config) { c.Trajectory.Turns = 65 }, "trajectory.turns:"},
-		{func(c *Config) { c.Trajectory.Turns = 3 }, "trajectory.turns: 3 turns: multi-turn trajectories are not built yet"},
+		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "tinker" }, "trajectory.turns: 3 turns with policy.backend \"tinker\""},
 		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
@@ -631,8 +631,9 @@ func TestEveryNumberFieldChecked(t *testing.T) {
 
 // TestTrajectory: the trajectory section's defaults (one turn, max, 1200
 // tokens) when it is left out, its fields from YAML, its JSON left out
-// when zero (so recorded configurations keep their form), and more than one
-// turn refused, at its line, until the turn loop exists.
+// when zero (so recorded configurations keep their form), three turns
+// valid, and more than one turn refused, at its line, for a policy other
+// than the built-in one.
 func TestTrajectory(t *testing.T) {
 	if RewardMax != turns.Max || RewardLast != turns.Last {
 		t.Errorf("reductions %q, %q; turns.Reduce's are %q, %q", RewardMax, RewardLast, turns.Max, turns.Last)
@@ -664,10 +665,14 @@ func TestTrajectory(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Trajectory != c.Trajectory {
 		t.Errorf("JSON round trip: %+v, %v; want %+v", back.Trajectory, err, c.Trajectory)
 	}
-	_, err = Parse(Default(), []byte("steps: 2\ntrajectory:\n  turns: 3\n"))
-	want := "trajectory.turns: line 3: 3 turns: multi-turn trajectories are not built yet"
+	c, err = Parse(Default(), []byte("steps: 2\ntrajectory:\n  turns: 3\n"))
+	if err != nil || c.Trajectory.TurnCount() != 3 || !c.Trajectory.MultiTurn() {
+		t.Errorf("turns 3: %+v, %v", c.Trajectory, err)
+	}
+	_, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
+	want := "trajectory.turns: line 4: 3 turns with policy.backend \"tinker\": multi-turn sampling is built for the built-in policy only"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("turns 3: %v, want an error starting %q", err, want)
+		t.Errorf("turns 3 with tinker: %v, want an error starting %q", err, want)
 	}
 	_, err = Parse(Default(), []byte("trajectory:\n  reward: best\n"))
 	if want := "trajectory.reward: line 2: must be \"max\" or \"last\""; err == nil || !strings.HasPrefix(err.Error(), want) {

@@ -143,8 +143,8 @@ func (c Config) checkActive() error {
 }
 
 // checkTrajectory checks the trajectory section. Zeros are the defaults.
-// More than one turn is refused for now: the step's turn loop is not built
-// (docs/design.md, "Multi-turn trajectories").
+// More than one turn is built for the built-in policy only (docs/design.md,
+// "Multi-turn trajectories").
 func (c Config) checkTrajectory() []func() error {
 	t := c.Trajectory
 	return []func() error{
@@ -152,9 +152,10 @@ func (c Config) checkTrajectory() []func() error {
 			if err := intIn("trajectory.turns", t.Turns, 0, maxTurns); err != nil {
 				return err
 			}
-			if t.MultiTurn() {
-				return bad("trajectory.turns", "%d turns: multi-turn trajectories are not built yet (issue #19); "+
-					"only 1 turn (the single-shot step) runs", t.Turns)
+			if t.MultiTurn() && c.Policy.Backend != "" && c.Policy.Backend != backend.Builtin {
+				return bad("trajectory.turns", "%d turns with policy.backend %q: multi-turn sampling is built for the "+
+					"built-in policy only (a language model's turns, one token sequence per trajectory, are not built yet)",
+					t.Turns, c.Policy.Backend)
 			}
 			return nil
 		},

@@ -382,3 +382,18 @@ func (s *Store) TrajectoryTurns(ctx context.Context, k Key) ([]Turn, error) {
 	}
 	return ts, nil
 }
+
+// GroupTurns returns the turns of one group of a step in (sample, turn)
+// order.
+func (s *Store) GroupTurns(ctx context.Context, run string, step, group int) ([]Turn, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+turnColumns+` FROM turns
+		WHERE run_id = $1 AND step = $2 AND grp = $3 ORDER BY sample, turn`, run, step, group)
+	if err != nil {
+		return nil, fmt.Errorf("turns of %s step %d group %d: %w", run, step, group, err)
+	}
+	ts, err := pgx.CollectRows(rows, scanTurn)
+	if err != nil {
+		return nil, fmt.Errorf("turns of %s step %d group %d: %w", run, step, group, err)
+	}
+	return ts, nil
+}

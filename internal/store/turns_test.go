@@ -128,6 +128,10 @@ func TestTurnsIdempotent(t *testing.T) {
 	if a := ts[5]; a.Answer == nil || a.Answer.Status != "ungraded" || a.Answer.Reward != nil || a.Source != SourceWorldModel {
 		t.Errorf("ungraded world-model turn read back as %+v", a)
 	}
+	g1, err := s.GroupTurns(ctx, r.ID, 0, 1)
+	if err != nil || len(g1) != 2 || g1[0].Sample != 0 || g1[1].Sample != 1 || g1[0].Group != 1 {
+		t.Errorf("GroupTurns(1) = %+v, %v; want group 1's two turns", g1, err)
+	}
 	one, err := s.TrajectoryTurns(ctx, Key{r.ID, 0, 0, 1})
 	if err != nil || len(one) != 2 || one[0].Turn != 1 || one[1].Turn != 2 {
 		t.Errorf("TrajectoryTurns = %+v, %v; want turns 1 and 2", one, err)

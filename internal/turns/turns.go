@@ -194,17 +194,27 @@ const (
 // Last. ok is false when no turn has a reward (the trajectory is
 // ungraded). An unknown reduction is an error.
 func Reduce(rewards []*float64, how string) (reward float64, ok bool, err error) {
-	if how != Max && how != Last {
-		return 0, false, fmt.Errorf("reduction %q: want %q or %q", how, Max, Last)
+	at, err := ReduceAt(rewards, how)
+	if at < 0 || err != nil {
+		return 0, false, err
 	}
-	for _, r := range rewards {
+	return *rewards[at], true, nil
+}
+
+// ReduceAt is the index of the turn whose reward Reduce gives (the first
+// turn of the maximum under Max), or -1 when no turn has a reward.
+func ReduceAt(rewards []*float64, how string) (int, error) {
+	if how != Max && how != Last {
+		return -1, fmt.Errorf("reduction %q: want %q or %q", how, Max, Last)
+	}
+	at := -1
+	for i, r := range rewards {
 		if r == nil {
 			continue
 		}
-		if !ok || how == Last || *r > reward {
-			reward = *r
+		if at < 0 || how == Last || *r > *rewards[at] {
+			at = i
 		}
-		ok = true
 	}
-	return reward, ok, nil
+	return at, nil
 }

@@ -189,3 +189,16 @@ func TestReduce(t *testing.T) {
 		}
 	}
 }
+
+func TestReduceAt(t *testing.T) {
+	rs := []*float64{ptr(0.5), ptr(0.9), nil, ptr(0.9), ptr(0.2), nil}
+	if at, err := ReduceAt(rs, Max); err != nil || at != 1 {
+		t.Errorf("ReduceAt max = %d, %v; want 1 (the first turn of the maximum)", at, err)
+	}
+	if at, err := ReduceAt(rs, Last); err != nil || at != 4 {
+		t.Errorf("ReduceAt last = %d, %v; want 4 (the last answered turn)", at, err)
+	}
+	if at, err := ReduceAt([]*float64{nil}, Max); err != nil || at != -1 {
+		t.Errorf("ReduceAt of no reward = %d, %v; want -1", at, err)
+	}
+}

@@ -1,0 +1,103 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/testenv"
+)
+
+// TestRealRunTurns runs the tiny preset with trajectory.turns: 3 in the test
+// environment with the real activities, in every kind of mode: every group
+// with an environment has K turns per trajectory, each answered once, by
+// its one source; the sandbox runs K times per executed trajectory; every
+// executed trajectory has an r_env and, in modes with a world model, an
+// r_wm reduced from its turns; the run ends at a checkpoint other than the
+// single-shot run's.
+func TestRealRunTurns(t *testing.T) {
+	const K = 3
+	for _, m := range []mode.Mode{mode.GRPO, mode.WMRL, mode.WM, mode.Anchor} {
+		t.Run(string(m), func(t *testing.T) {
+			st := testenv.FreshStore(t)
+			sb := &testenv.InProcess{}
+			cfg := tiny(t, m)
+			cfg.SuiteSeed = testenv.SuiteSeed
+			cfg.Trajectory.Turns = K
+			res, _ := runToEnd(t, realActivities(t, st, sb, t.TempDir()), RunInput{RunID: "turns-" + string(m), Config: cfg})
+			if res.Steps != cfg.Steps {
+				t.Fatalf("result %+v", res)
+			}
+			ctx := t.Context()
+			G, n := cfg.Groups, cfg.Samples
+			real := map[mode.Mode]int{mode.GRPO: G, mode.WMRL: 1, mode.WM: 0, mode.Anchor: 1}[m]
+			withEnv := map[mode.Mode]int{mode.GRPO: G, mode.WMRL: G, mode.WM: G, mode.Anchor: 1}[m]
+			c, err := st.Count(ctx, res.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Trajectories != cfg.Steps*G*n || c.Executed != cfg.Steps*real*n {
+				t.Fatalf("counts %+v: want %d trajectories, %d executed", c, cfg.Steps*G*n, cfg.Steps*real*n)
+			}
+			if want := K*cfg.Steps*real*n + cfg.Eval.Tasks*cfg.Eval.Samples; sb.Runs() != want {
+				t.Errorf("sandbox ran %d times, want %d (K per executed trajectory, plus held-out)", sb.Runs(), want)
+			}
+			for step := range cfg.Steps {
+				ts, err := st.StepTurns(ctx, res.RunID, step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ts) != K*withEnv*n {
+					t.Fatalf("step %d: %d turns, want %d", step, len(ts), K*withEnv*n)
+				}
+				src := map[int]store.Source{}
+				for _, tr := range ts {
+					if tr.Answer == nil || tr.Answer.Status == "" {
+						t.Errorf("%s unanswered", tr.TurnKey)
+					}
+					if s, ok := src[tr.Group]; ok && s != tr.Source {
+						t.Errorf("group %d answered by %s and %s", tr.Group, s, tr.Source)
+					}
+					src[tr.Group] = tr.Source
+					if pc := m.Pieces(); tr.Source == store.SourceReal && pc.WorldModel && tr.WMReward == nil {
+						t.Errorf("%s: real turn not graded by the world model", tr.TurnKey)
+					}
+				}
+				trajs, err := st.StepTrajectories(ctx, res.RunID, step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tr := range trajs {
+					if src[tr.Group] == store.SourceReal && tr.Exec == nil {
+						t.Errorf("%s: real trajectory without r_env", tr.Key)
+					}
+					if m.Pieces().WorldModel && tr.WMScore == nil {
+						t.Errorf("%s: no r_wm", tr.Key)
+					}
+				}
+			}
+			single := tiny(t, m)
+			single.SuiteSeed = testenv.SuiteSeed
+			r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "single-" + string(m), Config: single})
+			if r1.Checkpoint.Hash == res.Checkpoint.Hash {
+				t.Errorf("3 turns and 1 turn ended at the same checkpoint %s", res.Checkpoint.Hash)
+			}
+		})
+	}
+}
+
+// TestRealRunTurnsDeterministic: the same 3-turn run twice, the second with
+// a sandbox that fails now and then (retried), ends at the same checkpoint.
+func TestRealRunTurnsDeterministic(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Trajectory.Turns = 3
+	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "tdet-1", Config: cfg})
+	flaky := &testenv.InProcess{}
+	flaky.FailNext(2)
+	r2, _ := runToEnd(t, realActivities(t, st, flaky, t.TempDir()), RunInput{RunID: "tdet-2", Config: cfg})
+	if r1.Checkpoint != r2.Checkpoint {
+		t.Fatalf("same seed, different final checkpoints: %+v and %+v", r1.Checkpoint, r2.Checkpoint)
+	}
+}
