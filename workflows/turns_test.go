@@ -1,7 +1,13 @@
 package workflows
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/store"
@@ -99,5 +105,60 @@ func TestRealRunTurnsDeterministic(t *testing.T) {
 	r2, _ := runToEnd(t, realActivities(t, st, flaky, t.TempDir()), RunInput{RunID: "tdet-2", Config: cfg})
 	if r1.Checkpoint != r2.Checkpoint {
 		t.Fatalf("same seed, different final checkpoints: %+v and %+v", r1.Checkpoint, r2.Checkpoint)
+	}
+}
+
+// TestIntegrationTurns runs the tiny preset with trajectory.turns: 3 through
+// the Temporal server in grpo and wmrl, twice each: both runs of a mode end
+// at the same checkpoint, every trajectory has its three answered turns.
+// With WMRL_RECORD_HISTORIES=1 it writes the first run's histories (its
+// first segment and its step 0) to testdata/ for TestReplay.
+func TestIntegrationTurns(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	for _, m := range []mode.Mode{mode.GRPO, mode.WMRL} {
+		cfg := tiny(t, m)
+		cfg.SuiteSeed = testenv.SuiteSeed
+		cfg.Trajectory.Turns = 3
+		cfg.Steps, cfg.ContinueAsNewEvery, cfg.Eval.Every, cfg.Eval.Tasks = 3, 2, 0, 1
+		var hashes []string
+		for k := range 2 {
+			id := fmt.Sprintf("turns-%s-%d-%d", m, stamp, k)
+			we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+				TrainingRun, RunInput{RunID: id, Config: cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res RunResult
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+			if res.Steps != cfg.Steps {
+				t.Fatalf("%s: result %+v", m, res)
+			}
+			hashes = append(hashes, res.Checkpoint.Hash)
+			for s := range cfg.Steps {
+				ts, err := st.StepTurns(ctx, id, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ts) != 3*cfg.Groups*cfg.Samples {
+					t.Fatalf("%s step %d: %d turns, want %d", m, s, len(ts), 3*cfg.Groups*cfg.Samples)
+				}
+			}
+			if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+				record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/turns_run_%s.json", m))
+				record(t, c, StepWorkflowID(id, 0), "", fmt.Sprintf("testdata/turns_step_%s.json", m))
+			}
+		}
+		if hashes[0] != hashes[1] {
+			t.Errorf("%s: the same 3-turn run twice ended at %s and %s", m, hashes[0], hashes[1])
+		}
+		t.Logf("%s, 3 turns: checkpoint %s (both runs)", m, hashes[0])
 	}
 }
