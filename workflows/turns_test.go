@@ -2,8 +2,10 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -160,5 +162,57 @@ func TestIntegrationTurns(t *testing.T) {
 			t.Errorf("%s: the same 3-turn run twice ended at %s and %s", m, hashes[0], hashes[1])
 		}
 		t.Logf("%s, 3 turns: checkpoint %s (both runs)", m, hashes[0])
+	}
+}
+
+// TestTurnsHistorySize measures the history of one grpo step at 64 groups ×
+// 8 samples × 5 turns (every trajectory executed: the largest step history
+// of the modes) through the Temporal server: its events and its JSON bytes,
+// against Temporal's limits (51,200 events, 50 MB). It runs only with
+// WMRL_TURNS_HISTORY=1 (2,560 executions).
+func TestTurnsHistorySize(t *testing.T) {
+	if os.Getenv("WMRL_TURNS_HISTORY") != "1" {
+		t.Skip("set WMRL_TURNS_HISTORY=1 to measure a 64 x 8 x 5 step's history")
+	}
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	defer cancel()
+	cfg := tiny(t, mode.GRPO)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Steps, cfg.Groups, cfg.Samples, cfg.Trajectory.Turns, cfg.Eval.Tasks = 1, 64, 8, 5, 1
+	cfg.Parallelism = 64
+	id := fmt.Sprintf("turns-history-%d", time.Now().UnixNano())
+	started := time.Now()
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: id, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "step.json")
+	record(t, c, StepWorkflowID(id, 0), "", path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("64 groups x 8 samples x 5 turns, grpo: step history %d events, %d bytes of JSON; run took %v",
+		len(h.Events), fi.Size(), time.Since(started).Round(time.Second))
+	if len(h.Events) > 51200/2 || fi.Size() > 25<<20 {
+		t.Errorf("step history of %d events, %d bytes: not well under Temporal's 51,200 events and 50 MB", len(h.Events), fi.Size())
 	}
 }
