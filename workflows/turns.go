@@ -125,7 +125,7 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 							req := s.executeRequest(g, i)
 							req.Turn, req.ObservationTokens = t, cap
 							run(ctx, func() workflow.Future {
-								return activities.Execute.Execute(s.turnCtx(sb, "g%d/s%d turn %d %s", g, i, t, taskOf(s.gen, g)), req)
+								return activities.Execute.Execute(summarized(sb, s.ui, "g%d/s%d turn %d %s", g, i, t, taskOf(s.gen, g)), req)
 							}, func(f workflow.Future) error {
 								var err error
 								graded[k][j], err = s.executeDone(g, i, f.Get(ctx, &execs[k][j]))
@@ -163,7 +163,8 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 }
 
 // turnCtx and turnLocalCtx carry the summary of a turn's activity, the
-// step first.
+// step first (an Execute's names its trajectory and turn only, as a
+// single-shot Execute's names its trajectory: "g3/s5 turn 2 clf-sparse-042").
 func (s *stepRun) turnCtx(ctx workflow.Context, format string, args ...any) workflow.Context {
 	return summarized(ctx, s.ui, "step %d "+format, append([]any{s.in.Step}, args...)...)
 }

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
@@ -215,4 +218,79 @@ func TestTurnsHistorySize(t *testing.T) {
 	if len(h.Events) > 51200/2 || fi.Size() > 25<<20 {
 		t.Errorf("step history of %d events, %d bytes: not well under Temporal's 51,200 events and 50 MB", len(h.Events), fi.Size())
 	}
+}
+
+// TestFaultWorkerKilledInTurn is TestFaultWorkerKilled with 3 turns: the
+// worker process is killed with SIGKILL once step 1 has reached its third
+// turn, and restarted; the run ends at the checkpoint of an uninterrupted
+// run with the same seed, and no turn row is duplicated or missing. It runs
+// only with WMRL_FAULT_TEST=1 (and a Temporal server).
+func TestFaultWorkerKilledInTurn(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
+	}
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	bin := buildBinaries(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = suite.DefaultSeed
+	cfg.Steps, cfg.ContinueAsNewEvery, cfg.Trajectory.Turns = 3, 2, 3
+	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+
+	w := startWorker(t, bin, dsn)
+	ref := fmt.Sprintf("turns-fault-ref-%d", stamp)
+	refRes := runAndWait(ctx, t, c, ref, RunInput{RunID: ref, Config: cfg})
+	stopWorker(t, w, syscall.SIGTERM)
+
+	w = startWorker(t, bin, dsn)
+	run := fmt.Sprintf("turns-fault-kill-%d", stamp)
+	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: run, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "step 1's third turn", func() bool {
+		ts, err := st.StepTurns(ctx, run, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ts {
+			if tr.Turn == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	stopWorker(t, w, syscall.SIGKILL)
+	t.Logf("worker killed in step 1's third turn")
+	startWorker(t, bin, dsn)
+	var res RunResult
+	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint != refRes.Checkpoint {
+		t.Fatalf("final checkpoint after a crash %+v, uninterrupted %+v", res.Checkpoint, refRes.Checkpoint)
+	}
+	for step := range cfg.Steps {
+		a, err := st.StepTurns(ctx, ref, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := st.StepTurns(ctx, run, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 3 * cfg.Groups * cfg.Samples
+		if len(a) != want || len(b) != want {
+			t.Fatalf("step %d: %d and %d turns, want %d", step, len(a), len(b), want)
+		}
+		for i := range a {
+			if a[i].TurnKey.Turn != b[i].TurnKey.Turn || a[i].Action != b[i].Action || a[i].Answer.Status != b[i].Answer.Status {
+				t.Fatalf("step %d turn row %d differs: %+v and %+v", step, i, a[i], b[i])
+			}
+		}
+	}
+	t.Logf("killed and uninterrupted runs both end at %s", res.Checkpoint.Hash)
 }
