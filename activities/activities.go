@@ -196,7 +196,8 @@ func worldModelSettings(cfg runconfig.Config) backend.WorldModelSettings {
 // policySettings are the run's policy settings for the policy port.
 func policySettings(cfg runconfig.Config) backend.PolicySettings {
 	return backend.PolicySettings{LearningRate: cfg.Policy.LearningRate, KLCoef: cfg.Policy.KLCoef, Hidden: cfg.Policy.Hidden,
-		Model: cfg.Policy.Tinker.Settings()}
+		Model: cfg.Policy.Tinker.Settings(),
+		Turns: cfg.Trajectory.TurnCount()}
 }
 
 // checkpoint returns checkpoint ref of run as recorded in Postgres, for the

@@ -83,6 +83,8 @@ var (
 	GraderCapacity    = Activity[GraderCapacityRequest, int]{NameGraderCapacity}
 	// RefreshWorldModel is scheduled on the worldmodel queue.
 	RefreshWorldModel = Activity[RefreshRequest, RefreshResponse]{NameRefreshWorldModel}
+	// ReduceTurns runs as a local activity of a multi-turn step.
+	ReduceTurns = Activity[ReduceTurnsRequest, ReduceTurnsResponse]{NameReduceTurns}
 )
 
 // Register registers every activity of a on r under its contract's name.
@@ -109,6 +111,7 @@ func Register(r worker.ActivityRegistry, a *Activities) {
 	register(r, PreflightBackends, a.PreflightBackends)
 	register(r, GraderCapacity, a.GraderCapacity)
 	register(r, RefreshWorldModel, a.RefreshWorldModel)
+	register(r, ReduceTurns, a.ReduceTurns)
 }
 
 func register[Req, Resp any](r worker.ActivityRegistry, d Activity[Req, Resp], fn func(context.Context, Req) (Resp, error)) {

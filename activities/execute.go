@@ -25,6 +25,11 @@ type ExecuteRequest struct {
 	Limits    backend.Limits `json:"limits"`
 	// Budget refuses programs whose estimated cost exceeds it (0: none).
 	Budget float64 `json:"budget"`
+	// Turn is the turn of a multi-turn trajectory (from 1) to execute and
+	// answer, its feedback capped at ObservationTokens; 0 executes the
+	// trajectory, as in every request made before turns existed.
+	Turn              int `json:"turn,omitempty"`
+	ObservationTokens int `json:"observation_tokens,omitempty"`
 }
 
 // Validate checks the request.
@@ -37,6 +42,10 @@ func (r ExecuteRequest) Validate() error {
 	}
 	if err := r.Limits.Check(); err != nil {
 		return fmt.Errorf("limits: %w", err)
+	}
+	if r.Turn < 0 || (r.Turn > 0 && r.ObservationTokens < 2) {
+		return fmt.Errorf("turn %d, observation_tokens %d: want turn >= 0 and, with a turn, at least 2 tokens",
+			r.Turn, r.ObservationTokens)
 	}
 	return checkBudget(r.Budget)
 }
@@ -79,6 +88,9 @@ const heartbeatEvery = 5 * time.Second
 func (a *Activities) Execute(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ExecuteResponse{}, invalid(err)
+	}
+	if req.Turn > 0 {
+		return a.executeTurn(ctx, req)
 	}
 	t, err := a.Store.Trajectory(ctx, req.key())
 	if errors.Is(err, store.ErrNotFound) {

@@ -22,6 +22,11 @@ type GenerateRequest struct {
 	Seed       uint64        `json:"seed"`
 	SuiteSeed  uint64        `json:"suite_seed"`
 	Checkpoint CheckpointRef `json:"checkpoint"`
+	// Turn is the turn of a multi-turn trajectory (from 1) whose actions
+	// are sampled, answered by Source; 0 is the single-shot Generate, as
+	// in every request made before turns existed.
+	Turn   int          `json:"turn,omitempty"`
+	Source store.Source `json:"source,omitempty"`
 }
 
 // Validate checks the request: the checkpoint must be the step's (version
@@ -37,6 +42,12 @@ func (r GenerateRequest) Validate() error {
 		return fmt.Errorf("samples %d: want >= 1", r.Samples)
 	case r.Checkpoint.Version != r.Step:
 		return fmt.Errorf("checkpoint version %d at step %d: want the step's checkpoint", r.Checkpoint.Version, r.Step)
+	case r.Turn < 0:
+		return fmt.Errorf("turn %d: want >= 0", r.Turn)
+	case r.Turn > 0 && r.Source != store.SourceReal && r.Source != store.SourceWorldModel:
+		return fmt.Errorf("turn %d: source %q: want %q or %q", r.Turn, r.Source, store.SourceReal, store.SourceWorldModel)
+	case r.Turn == 0 && r.Source != "":
+		return fmt.Errorf("source %q without a turn", r.Source)
 	}
 	return r.Checkpoint.validate()
 }
@@ -66,6 +77,9 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if err != nil {
 		return GenerateResponse{}, err
 	}
+	if req.Turn > 0 {
+		return a.generateTurn(ctx, req, task, ck)
+	}
 	seeds := make([]uint64, req.Samples)
 	for i := range seeds {
 		seeds[i] = plan.SampleSeed(req.Seed, req.Step, req.Group, i)
@@ -75,25 +89,34 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if err != nil {
 		return GenerateResponse{}, err
 	}
-	sols := make([]store.Solution, len(cs))
-	for i, c := range cs {
-		sols[i] = store.Solution{Key: store.Key{Run: req.RunID, Step: req.Step, Group: req.Group, Sample: i},
-			TaskID: task.ID, Program: c.Text}
-		// Token ids and logprobs are kept when the policy gives its
-		// logprobs: a remote policy's update needs both.
-		if len(c.LogProbs) > 0 {
-			if len(c.LogProbs) != len(c.Tokens) {
-				return GenerateResponse{}, fmt.Errorf("group %d sample %d: policy gave %d logprobs for %d tokens",
-					req.Group, i, len(c.LogProbs), len(c.Tokens))
-			}
-			sols[i].Completion = &store.Completion{Tokens: c.Tokens, LogProbs: c.LogProbs}
-		}
+	sols, err := solutionsOf(req, task.ID, cs)
+	if err != nil {
+		return GenerateResponse{}, err
 	}
 	n, err := a.Store.InsertTrajectories(ctx, sols)
 	if err != nil {
 		return GenerateResponse{}, err
 	}
 	return GenerateResponse{TaskID: task.ID, Inserted: n}, nil
+}
+
+// solutionsOf are the group's completions as trajectories of its task.
+func solutionsOf(req GenerateRequest, taskID string, cs []backend.Completion) ([]store.Solution, error) {
+	sols := make([]store.Solution, len(cs))
+	for i, c := range cs {
+		sols[i] = store.Solution{Key: store.Key{Run: req.RunID, Step: req.Step, Group: req.Group, Sample: i},
+			TaskID: taskID, Program: c.Text}
+		// Token ids and logprobs are kept when the policy gives its
+		// logprobs: a remote policy's update needs both.
+		if len(c.LogProbs) > 0 {
+			if len(c.LogProbs) != len(c.Tokens) {
+				return nil, fmt.Errorf("group %d sample %d: policy gave %d logprobs for %d tokens",
+					req.Group, i, len(c.LogProbs), len(c.Tokens))
+			}
+			sols[i].Completion = &store.Completion{Tokens: c.Tokens, LogProbs: c.LogProbs}
+		}
+	}
+	return sols, nil
 }
 
 // sample returns the policy's completions, one per seed; errors say what
@@ -137,6 +160,14 @@ type ScoreRequest struct {
 	// (world_model.refresh) that scores the step; "" means the frozen
 	// model, as in every request made before refreshes existed.
 	WorldModel string `json:"world_model,omitempty"`
+	// Turn is the turn of a multi-turn trajectory (from 1) to score; 0
+	// scores the trajectories, as in every request made before turns
+	// existed. The world model answers the turn of a group it is the
+	// source of (the observation, status and reward of the turn), and
+	// grades the turn of a real group (its wm_reward, for the anchor
+	// pairs); ObservationTokens caps an answer's feedback.
+	Turn              int `json:"turn,omitempty"`
+	ObservationTokens int `json:"observation_tokens,omitempty"`
 }
 
 // Validate checks the request.
@@ -149,6 +180,10 @@ func (r ScoreRequest) Validate() error {
 	}
 	if r.WorldModel != "" && !sha256Hex(r.WorldModel) {
 		return fmt.Errorf("world model %q: want the artefact's sha256 (64 hex digits)", r.WorldModel)
+	}
+	if r.Turn < 0 || (r.Turn > 0 && r.ObservationTokens < 2) {
+		return fmt.Errorf("turn %d, observation_tokens %d: want turn >= 0 and, with a turn, at least 2 tokens",
+			r.Turn, r.ObservationTokens)
 	}
 	return nil
 }
@@ -175,6 +210,9 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	if err := req.Validate(); err != nil {
 		return ScoreResponse{}, invalid(err)
 	}
+	if req.Turn > 0 {
+		return a.scoreTurn(ctx, req)
+	}
 	ts, err := a.Store.StepTrajectories(ctx, req.RunID, req.Step)
 	if err != nil {
 		return ScoreResponse{}, err
@@ -199,28 +237,9 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 	if len(items) == 0 {
 		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no trajectories", req.Group, req.RunID, req.Step))
 	}
-	cfg, err := a.runConfig(ctx, req.RunID)
+	preds, err := a.predict(ctx, req, items)
 	if err != nil {
 		return ScoreResponse{}, err
-	}
-	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
-	if err != nil {
-		return ScoreResponse{}, err
-	}
-	if req.WorldModel != "" {
-		if wm, err = a.refreshedWorldModel(ctx, req.RunID, req.WorldModel, wm); err != nil {
-			return ScoreResponse{}, err
-		}
-	}
-	var preds []backend.Prediction
-	called := time.Now()
-	preds, err = backend.Score(ctx, wm, backend.ScoreRequest{Items: items, Settings: worldModelSettings(cfg)})
-	a.Metrics.WorldModelCall(a.metricsRun(ctx, req.RunID), time.Since(called), err)
-	if err != nil {
-		return ScoreResponse{}, fromPort(err)
-	}
-	if len(preds) != len(items) {
-		return ScoreResponse{}, fmt.Errorf("world model returned %d predictions for %d items", len(preds), len(items))
 	}
 	// An ungraded prediction stores no r_wm: the trajectory is left out
 	// wherever its mode needs r_wm, never scored 0.
@@ -243,4 +262,32 @@ func (a *Activities) ScoreWorldModel(ctx context.Context, req ScoreRequest) (Sco
 		return ScoreResponse{}, err
 	}
 	return ScoreResponse{Scored: len(scores), Mean: sum / float64(len(scores))}, nil
+}
+
+// predict has the run's world model (or the refreshed version req names)
+// score items: one prediction per item.
+func (a *Activities) predict(ctx context.Context, req ScoreRequest, items []backend.ScoreItem) ([]backend.Prediction, error) {
+	cfg, err := a.runConfig(ctx, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if req.WorldModel != "" {
+		if wm, err = a.refreshedWorldModel(ctx, req.RunID, req.WorldModel, wm); err != nil {
+			return nil, err
+		}
+	}
+	called := time.Now()
+	preds, err := backend.Score(ctx, wm, backend.ScoreRequest{Items: items, Settings: worldModelSettings(cfg)})
+	a.Metrics.WorldModelCall(a.metricsRun(ctx, req.RunID), time.Since(called), err)
+	if err != nil {
+		return nil, fromPort(err)
+	}
+	if len(preds) != len(items) {
+		return nil, fmt.Errorf("world model returned %d predictions for %d items", len(preds), len(items))
+	}
+	return preds, nil
 }

@@ -32,4 +32,6 @@ const (
 	NameGraderCapacity    = "GraderCapacity"
 	// NameRefreshWorldModel is scheduled on the worldmodel queue.
 	NameRefreshWorldModel = "RefreshWorldModel"
+	// NameReduceTurns closes a group's turns of a multi-turn step.
+	NameReduceTurns = "ReduceTurns"
 )

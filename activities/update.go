@@ -77,6 +77,9 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err := a.withCompletions(ctx, req.RunID, req.Step, data); err != nil {
 		return UpdateResponse{}, err
 	}
+	if err := a.withTurns(ctx, req.RunID, req.Step, data); err != nil {
+		return UpdateResponse{}, err
+	}
 	settings, err := a.runSettings(ctx, req.RunID)
 	if err != nil {
 		return UpdateResponse{}, err
@@ -164,6 +167,48 @@ func (a *Activities) withCompletions(ctx context.Context, run string, step int, 
 				backend.SampleKey(run, step, data[i].Group, data[i].Sample), b.policy))
 		}
 		data[i].Tokens, data[i].LogProbs = c.Tokens, c.LogProbs
+	}
+	return nil
+}
+
+// withTurns fills in the turns of a multi-turn step's trajectories: each
+// turn's action and the previous attempt it was sampled from. A
+// single-shot step has no turn rows and skips this after one read of its
+// configuration.
+func (a *Activities) withTurns(ctx context.Context, run string, step int, data []backend.Datum) error {
+	cfg, err := a.runConfig(ctx, run)
+	if err != nil {
+		return err
+	}
+	if !cfg.Trajectory.MultiTurn() {
+		return nil
+	}
+	ts, err := a.Store.StepTurns(ctx, run, step)
+	if err != nil {
+		return err
+	}
+	type gs struct{ group, sample int }
+	byKey := map[gs][]store.Turn{}
+	for _, t := range ts {
+		k := gs{t.Group, t.Sample}
+		byKey[k] = append(byKey[k], t)
+	}
+	for i := range data {
+		turns := byKey[gs{data[i].Group, data[i].Sample}]
+		if len(turns) == 0 {
+			continue // a group without an environment (mode anchor's others): one action, excluded
+		}
+		data[i].Turns = make([]backend.DatumTurn, len(turns))
+		for j, t := range turns {
+			data[i].Turns[j] = backend.DatumTurn{Text: t.Action}
+			if j > 0 {
+				if turns[j-1].Answer == nil {
+					return invalid(fmt.Errorf("%s is not answered", turns[j-1].TurnKey))
+				}
+				p := previousOf(turns[j-1])
+				data[i].Turns[j].Previous = &p
+			}
+		}
 	}
 	return nil
 }

@@ -92,6 +92,14 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 			s.finish,        // 9. FinishStep: the step's metrics
 		}
 	}
+	if s.cfg.Trajectory.MultiTurn() {
+		// Only multi-turn runs ask, and none existed before the change.
+		if !s.pipeline || workflow.GetVersion(ctx, changeTurns, workflow.DefaultVersion, 1) < 1 {
+			return StepResult{}, invalidInput(fmt.Errorf("trajectory.turns %d: this step predates multi-turn trajectories",
+				s.cfg.Trajectory.TurnCount()))
+		}
+		stages[2] = s.turnRollout // in place of s.rollout
+	}
 	s.ui = uiSummaries(ctx)
 	for _, stage := range stages {
 		if err := stage(ctx); err != nil {

@@ -87,4 +87,11 @@ const (
 	// not ask it. testdata/step_tinker.json is a step of a Tinker run that
 	// does (TestRecordTinkerStep, TestTinkerStepHistoryRecordsRatio).
 	changeImportanceRatio = "importance-ratio"
+	// changeTurns (version 1, asked only in steps of runs with
+	// trajectory.turns > 1, with changeStepPipeline): the step's rollout
+	// runs every group's K turns as a chain (Generate, Execute and
+	// ScoreWorldModel with a turn), then ReduceTurns (a local activity)
+	// per group (turns.go). Single-shot steps never reach the check, so
+	// no earlier history meets it.
+	changeTurns = "turns"
 )

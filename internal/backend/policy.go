@@ -31,6 +31,21 @@ type PolicySettings struct {
 	// Model are a language-model policy's settings (the run config's
 	// policy.tinker); zero values take the adapter's defaults.
 	Model ModelSettings
+	// Turns is the run's trajectory.turns: above 1, the built-in policy's
+	// input has room for its previous attempt (Previous); 0 or 1 is the
+	// single-shot policy, as before.
+	Turns int
+}
+
+// Previous is a turn's previous attempt as the policy sees it at turn t > 1
+// (docs/design.md, "Multi-turn trajectories"): its action and the status
+// and score bucket of the answer it got (turns.Render's).
+type Previous struct {
+	Text   string
+	Status string
+	// Graded is false when the answer held no score; Bucket is then 0.
+	Graded bool
+	Bucket int
 }
 
 // ModelSettings are the settings of a language model trained through a
@@ -77,6 +92,9 @@ type SampleRequest struct {
 	// Settings are the run's policy settings (a remote sampler needs
 	// the length bound and the temperature).
 	Settings PolicySettings
+	// Previous are the previous attempts, one per seed, at turn t > 1 of
+	// a multi-turn trajectory; empty at turn 1 and in single-shot runs.
+	Previous []Previous
 }
 
 // Completion is one sampled solution.
@@ -101,11 +119,22 @@ type Datum struct {
 	// Completion); the built-in policy re-encodes Text.
 	Tokens   []int
 	LogProbs []float64
+	// Turns are a multi-turn trajectory's turns in order (empty for a
+	// single-shot one, whose action is Text): every turn's action carries
+	// the trajectory's advantage and weight, what it saw is its input.
+	Turns []DatumTurn
 	// Advantage is A_i and Weight the normalised fusion weight W_i
 	// (docs/design.md, "GRPO advantages and the fused update"): the update
 	// ascends Σ_i W_i A_i ∇log π(τ_i), per token of the completion.
 	Advantage float64
 	Weight    float64
+}
+
+// DatumTurn is one turn of a multi-turn datum: its action and, from turn
+// 2 on, the previous attempt it was sampled from.
+type DatumTurn struct {
+	Text     string
+	Previous *Previous
 }
 
 // UpdateRequest asks for the checkpoint after one update of Base.

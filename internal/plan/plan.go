@@ -11,6 +11,7 @@ var (
 	tagTask = seed.String("wmrl/task")
 	tagExec = seed.String("wmrl/exec")
 	tagEval = seed.String("wmrl/eval")
+	tagTurn = seed.String("wmrl/turn")
 )
 
 // TaskIndex is the index, among the suite's training tasks, of the task of
@@ -30,6 +31,28 @@ func ExecSeed(runSeed uint64, step, group, sample int) uint64 {
 // (policy.SampleSeed), which the policy port gets with each request.
 func SampleSeed(runSeed uint64, step, group, sample int) uint64 {
 	return policy.SampleSeed(runSeed, uint64(step), uint64(group), uint64(sample))
+}
+
+// TurnSampleSeed is the sampling seed of turn t (from 1) of sample i of
+// group g at step s: SampleSeed at turn 1, so that a multi-turn
+// trajectory's first action is drawn as a single-shot one; a hash of it and
+// t after.
+func TurnSampleSeed(runSeed uint64, step, group, sample, turn int) uint64 {
+	s := SampleSeed(runSeed, step, group, sample)
+	if turn <= 1 {
+		return s
+	}
+	return seed.Derive(tagTurn, s, uint64(turn))
+}
+
+// TurnExecSeed is the seed of the real execution of turn t (from 1) of a
+// trajectory: ExecSeed at turn 1, a hash of it and t after.
+func TurnExecSeed(runSeed uint64, step, group, sample, turn int) uint64 {
+	s := ExecSeed(runSeed, step, group, sample)
+	if turn <= 1 {
+		return s
+	}
+	return seed.Derive(tagTurn, s, uint64(turn))
 }
 
 // InitSeed is the seed of a run's initial policy (checkpoint 0).

@@ -47,3 +47,20 @@ func TestTaskIndexInRange(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnSeeds: turn 1 of a multi-turn trajectory draws with the
+// single-shot seeds; later turns with seeds of their own.
+func TestTurnSeeds(t *testing.T) {
+	if TurnSampleSeed(7, 2, 3, 4, 1) != SampleSeed(7, 2, 3, 4) || TurnExecSeed(7, 2, 3, 4, 1) != ExecSeed(7, 2, 3, 4) {
+		t.Error("turn 1's seeds are not the single-shot ones")
+	}
+	seen := map[uint64]bool{}
+	for turn := 1; turn <= 5; turn++ {
+		for _, s := range []uint64{TurnSampleSeed(7, 2, 3, 4, turn), TurnExecSeed(7, 2, 3, 4, turn)} {
+			if seen[s] {
+				t.Errorf("turn %d: seed %d used twice", turn, s)
+			}
+			seen[s] = true
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/turns"
 )
 
 func TestPresetsValid(t *testing.T) {
@@ -155,6 +156,12 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.WorldModel.Backend, c.WorldModel.Refresh.Every = "openai", 5 }, "world_model.refresh.every: world_model.backend \"openai\""},
 		{func(c *Config) { c.Tasks = "/disk" }, "tasks:"},
 		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
+		{func(c *Config) { c.Trajectory.Turns = -1 }, "trajectory.turns:"},
+		{func(c *Config) { c.Trajectory.Turns = 65 }, "trajectory.turns:"},
+		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "tinker" }, "trajectory.turns: 3 turns with policy.backend \"tinker\""},
+		{func(c *Config) { c.Trajectory.Turns, c.WorldModel.Refresh.Every = 3, 5 }, "trajectory.turns: 3 turns with world_model.refresh"},
+		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
+		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
@@ -620,5 +627,56 @@ func TestEveryNumberFieldChecked(t *testing.T) {
 		if _, err := Decode(Default(), []byte(doc.String()+leaf+": "+good+"\n")); err != nil {
 			t.Errorf("%s: %s: %v", path, good, err)
 		}
+	}
+}
+
+// TestTrajectory: the trajectory section's defaults (one turn, max, 1200
+// tokens) when it is left out, its fields from YAML, its JSON left out
+// when zero (so recorded configurations keep their form), three turns
+// valid, and more than one turn refused, at its line, for a policy other
+// than the built-in one.
+func TestTrajectory(t *testing.T) {
+	if RewardMax != turns.Max || RewardLast != turns.Last {
+		t.Errorf("reductions %q, %q; turns.Reduce's are %q, %q", RewardMax, RewardLast, turns.Max, turns.Last)
+	}
+	c := Default()
+	if got := c.Trajectory; got.TurnCount() != 1 || got.Reduction() != RewardMax || got.ObservationCap() != 1200 || got.MultiTurn() {
+		t.Errorf("defaults: %d turns, %q, %d tokens, multi-turn %v; want 1, max, 1200, false",
+			got.TurnCount(), got.Reduction(), got.ObservationCap(), got.MultiTurn())
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "trajectory") {
+		t.Errorf("default config's JSON has a trajectory section: %s", b)
+	}
+	c, err = Parse(Default(), []byte("trajectory:\n  turns: 1\n  reward: last\n  observation_tokens: 600\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Trajectory; got.TurnCount() != 1 || got.Reduction() != RewardLast || got.ObservationCap() != 600 {
+		t.Errorf("parsed: %+v", got)
+	}
+	b, err = json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || back.Trajectory != c.Trajectory {
+		t.Errorf("JSON round trip: %+v, %v; want %+v", back.Trajectory, err, c.Trajectory)
+	}
+	c, err = Parse(Default(), []byte("steps: 2\ntrajectory:\n  turns: 3\n"))
+	if err != nil || c.Trajectory.TurnCount() != 3 || !c.Trajectory.MultiTurn() {
+		t.Errorf("turns 3: %+v, %v", c.Trajectory, err)
+	}
+	_, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
+	want := "trajectory.turns: line 4: 3 turns with policy.backend \"tinker\": multi-turn sampling is built for the built-in policy only"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("turns 3 with tinker: %v, want an error starting %q", err, want)
+	}
+	_, err = Parse(Default(), []byte("trajectory:\n  reward: best\n"))
+	if want := "trajectory.reward: line 2: must be \"max\" or \"last\""; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("reward best: %v, want an error starting %q", err, want)
 	}
 }

@@ -46,6 +46,11 @@ type Config struct {
 	// their recorded form.
 	WorldModel WorldModel `yaml:"world_model" json:"world_model,omitzero"`
 	Eval       Eval       `yaml:"eval" json:"eval"`
+	// Trajectory sets the turns of a trajectory (docs/design.md,
+	// "Multi-turn trajectories"). Its zero value is one turn, the
+	// single-shot step; left out of the JSON then, so configurations
+	// written before it existed keep their recorded form.
+	Trajectory Trajectory `yaml:"trajectory" json:"trajectory,omitzero"`
 
 	// ContinueAsNewEvery is K: the run workflow continues as new after K
 	// steps, so its history stays short.
@@ -221,6 +226,60 @@ type Simulated struct {
 	Noise float64 `yaml:"noise" json:"noise,omitempty"`
 	Bias  float64 `yaml:"bias" json:"bias,omitempty"`
 }
+
+// Trajectory is the trajectory section: K turns, each an action of the
+// policy answered by the group's environment with an observation. Zero
+// values are the defaults (TurnCount, Reduction and ObservationCap give them).
+type Trajectory struct {
+	// Turns is K, the number of turns; 0 means DefaultTurns (1).
+	Turns int `yaml:"turns" json:"turns,omitempty"`
+	// Reward is how the turns' rewards become the trajectory's:
+	// RewardMax (the default, "") or RewardLast.
+	Reward string `yaml:"reward" json:"reward,omitempty"`
+	// ObservationTokens caps an observation's feedback text, in tokens
+	// of the policy's tokenizer; 0 means DefaultObservationTokens.
+	ObservationTokens int `yaml:"observation_tokens" json:"observation_tokens,omitempty"`
+}
+
+// The trajectory section's defaults and its reward reductions.
+const (
+	DefaultTurns             = 1
+	DefaultObservationTokens = 1200
+	// RewardMax is the maximum over the answered turns (the reference's);
+	// RewardLast the last answered turn's: turns.Reduce's names (a test
+	// holds them equal; the workflows' dependencies stay without turns').
+	RewardMax  = "max"
+	RewardLast = "last"
+)
+
+// TurnCount is K (trajectory.turns, or its default).
+func (t Trajectory) TurnCount() int {
+	if t.Turns == 0 {
+		return DefaultTurns
+	}
+	return t.Turns
+}
+
+// Reduction is the reduction of the turns' rewards (trajectory.reward, or
+// its default).
+func (t Trajectory) Reduction() string {
+	if t.Reward == "" {
+		return RewardMax
+	}
+	return t.Reward
+}
+
+// ObservationCap is the observation's cap in tokens
+// (trajectory.observation_tokens, or its default).
+func (t Trajectory) ObservationCap() int {
+	if t.ObservationTokens == 0 {
+		return DefaultObservationTokens
+	}
+	return t.ObservationTokens
+}
+
+// MultiTurn reports whether a trajectory has more than one turn.
+func (t Trajectory) MultiTurn() bool { return t.TurnCount() > 1 }
 
 // Eval configures the held-out evaluation (avg@Samples by real execution).
 type Eval struct {

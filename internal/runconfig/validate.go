@@ -77,6 +77,10 @@ const (
 	maxHidden       = 4096
 	maxParallelism  = 4096
 	maxNameLen      = 64
+	// maxTurns bounds trajectory.turns (the reference trains 5);
+	// maxObservationTokens trajectory.observation_tokens.
+	maxTurns             = 64
+	maxObservationTokens = 1 << 16
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -128,6 +132,43 @@ func (c Config) checkActive() error {
 		return fielderr.Under("anchors.active.", err)
 	}
 	return nil
+}
+
+// checkTrajectory checks the trajectory section. Zeros are the defaults.
+// More than one turn is built for the built-in policy only (docs/design.md,
+// "Multi-turn trajectories").
+func (c Config) checkTrajectory() []func() error {
+	t := c.Trajectory
+	return []func() error{
+		func() error {
+			if err := intIn("trajectory.turns", t.Turns, 0, maxTurns); err != nil {
+				return err
+			}
+			if t.MultiTurn() && c.Policy.Backend != "" && c.Policy.Backend != backend.Builtin {
+				return bad("trajectory.turns", "%d turns with policy.backend %q: multi-turn sampling is built for the "+
+					"built-in policy only (a language model's turns, one token sequence per trajectory, are not built yet)",
+					t.Turns, c.Policy.Backend)
+			}
+			if t.MultiTurn() && c.WorldModel.Refresh.On() {
+				// A refresh learns (program, r_env) from the trajectories'
+				// rows, which hold the first turn's program and the
+				// reduced r_env; it needs the turns' own pairs instead.
+				return bad("trajectory.turns", "%d turns with world_model.refresh: refreshing the world model on "+
+					"multi-turn trajectories is not built yet", t.Turns)
+			}
+			return nil
+		},
+		func() error {
+			switch t.Reward {
+			case "", RewardMax, RewardLast:
+				return nil
+			}
+			return bad("trajectory.reward", "must be %q or %q (empty: %q), got %q", RewardMax, RewardLast, RewardMax, t.Reward)
+		},
+		func() error {
+			return intIn("trajectory.observation_tokens", t.ObservationTokens, 0, maxObservationTokens)
+		},
+	}
 }
 
 // checkAdaptive checks anchors.adaptive when target_rho is set: the
@@ -230,7 +271,7 @@ func (c Config) checks() []func() error {
 			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},
 			{"eps", func(d *Advantage, s Advantage) { d.Eps = s.Eps }, func(s Advantage) float64 { return s.Eps }},
 		})...)
-	return append(checks, []func() error{
+	checks = append(checks, []func() error{
 		func() error {
 			if !finite(c.Policy.LearningRate) || c.Policy.LearningRate <= 0 || c.Policy.LearningRate > 1 {
 				return bad("policy.learning_rate", "must be in (0,1], got %v", c.Policy.LearningRate)
@@ -268,6 +309,9 @@ func (c Config) checks() []func() error {
 			}
 			return nil
 		},
+	}...)
+	checks = append(checks, c.checkTrajectory()...)
+	return append(checks, []func() error{
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },

@@ -82,7 +82,7 @@ func TestMigrateOnce(t *testing.T) {
 	want := []string{"anchor_pairs", "calibration_maps", "checkpoints", "deployment", "evaluations", "fusion_states",
 		"run_terminations", "runs", "schema_migrations", "steps",
 		"tinker_futures", "tinker_journal", "tinker_models", "tinker_sessions", "tinker_weights", "trajectories",
-		"world_model_cache", "world_model_versions"}
+		"turns", "world_model_cache", "world_model_versions"}
 	if !slices.Equal(tables, want) {
 		t.Errorf("tables %v, want %v", tables, want)
 	}

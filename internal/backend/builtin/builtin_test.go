@@ -3,6 +3,7 @@ package builtin
 import (
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/tokenizer"
+	"github.com/wmrl/wmrl/internal/turns"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
@@ -292,5 +295,70 @@ func TestNewWithoutPieces(t *testing.T) {
 	b := New(testenv.Suites{}, nil, nil)
 	if b.WorldModel != nil || b.Grader != nil || b.Policy == nil || b.Tasks == nil {
 		t.Errorf("New(suites, nil, nil) = %+v", b)
+	}
+}
+
+// TestObservationsOneFormat: the built-in grader's verdicts and the
+// built-in world model's predictions on the same programs render, through
+// turns.Render, to observations of one form (header, status, bucket, the
+// ladder's description), and the same outcome to the same text, so a
+// policy reading them cannot tell who answered.
+func TestObservationsOneFormat(t *testing.T) {
+	b, _, s := newBackend(t)
+	ctx := t.Context()
+	pol, err := policy.Init(PolicyConfig(settings(), suite.VectorLen), policy.ProgramGrammar{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := regexp.MustCompile(`^=== Execution result ===\nstatus: (ok|invalid_program|runtime_error|timeout|memory|invalid_output)\n` +
+		`score bucket: [0-4]/4\nThe [^\n]+\.\n$`)
+	statuses := map[string]bool{}
+	for i, task := range s.Split(suite.Train)[:4] {
+		bt, err := b.Tasks.Task(ctx, testenv.SuiteSeed, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 4 {
+			_, prog, err := pol.SampleProgram(task.Card.Vector(), uint64(10*i+j))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs, err := b.Grader.Grade(ctx, backend.GradeRequest{Items: []backend.GradeItem{{Task: bt, Solution: prog, Seed: 1}},
+				Limits: backend.DefaultLimits()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps, err := b.WorldModel.Score(ctx, []backend.ScoreItem{{Task: bt, Solution: prog}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			real, err := turns.Render(turns.GraderAnswer(gs[0]), 1200, tokenizer.Bytes{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			predicted, err := turns.Render(turns.WorldModelAnswer(ps[0]), 1200, tokenizer.Bytes{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, obs := range []string{real, predicted} {
+				if !form.MatchString(obs) {
+					t.Errorf("task %s program %d: %q is not of the observation's form", task.ID, j, obs)
+				}
+			}
+			// The world model predicting the real score exactly answers
+			// with the grader's very observation, except where the
+			// ladder gives two statuses one score (timeout, memory).
+			exact, err := turns.Render(turns.WorldModelAnswer(backend.Prediction{Graded: true, Score: gs[0].Score}), 1200, tokenizer.Bytes{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gs[0].Status != string(executor.StatusTimeout) && gs[0].Status != string(executor.StatusMemory) && exact != real {
+				t.Errorf("exact prediction %q, grader %q", exact, real)
+			}
+			statuses[gs[0].Status] = true
+		}
+	}
+	if len(statuses) < 2 {
+		t.Errorf("the programs had statuses %v: want at least two kinds of outcome to compare", statuses)
 	}
 }

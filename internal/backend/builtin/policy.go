@@ -52,7 +52,7 @@ func (p *Policy) Init(ctx context.Context, req backend.InitRequest) (backend.Che
 	if len(train) == 0 {
 		return backend.Checkpoint{}, backend.Permanent(fmt.Errorf("suite %d has no training tasks", req.Suite))
 	}
-	pol, err := policy.Init(PolicyConfig(req.Settings, len(train[0].Features)), policy.ProgramGrammar{}, req.Seed)
+	pol, err := policy.Init(PolicyConfig(req.Settings, cardDim(req.Settings, len(train[0].Features))), policy.ProgramGrammar{}, req.Seed)
 	if err != nil {
 		return backend.Checkpoint{}, backend.Permanent(err)
 	}
@@ -76,9 +76,26 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 	if err != nil {
 		return nil, err
 	}
+	multi := pol.Config().CardDim == len(req.Task.Features)+FeedbackDim()
+	switch {
+	case len(req.Previous) > 0 && !multi:
+		return nil, backend.Permanent(fmt.Errorf("checkpoint %d is a single-shot policy: it takes no previous attempt", req.Checkpoint.Version))
+	case len(req.Previous) > 0 && len(req.Previous) != len(req.Seeds):
+		return nil, backend.Permanent(fmt.Errorf("%d previous attempts for %d seeds", len(req.Previous), len(req.Seeds)))
+	}
 	out := make([]backend.Completion, len(req.Seeds))
 	for i, seed := range req.Seeds {
-		s, text, err := pol.SampleProgram(req.Task.Features, seed)
+		card := req.Task.Features
+		if multi {
+			var prev *backend.Previous
+			if len(req.Previous) > 0 {
+				prev = &req.Previous[i]
+			}
+			if card, err = feedbackCard(req.Task.Features, prev); err != nil {
+				return nil, backend.Permanent(fmt.Errorf("sample %d: %w", i, err))
+			}
+		}
+		s, text, err := pol.SampleProgram(card, seed)
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
@@ -99,12 +116,29 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(
 			fmt.Errorf("checkpoint %d holds a policy after %d updates", req.Base.Version, base.Step()))
 	}
-	batch := fusion.Batch{Run: req.Run, Step: req.Step, Items: make([]fusion.BatchItem, len(req.Batch))}
+	batch := fusion.Batch{Run: req.Run, Step: req.Step, Items: make([]fusion.BatchItem, 0, len(req.Batch))}
 	cards := map[string][]float64{}
-	for i, d := range req.Batch {
-		batch.Items[i] = fusion.BatchItem{Group: d.Group, Sample: d.Sample, TaskID: d.Task.ID, Program: d.Text,
-			Advantage: d.Advantage, Weight: d.Weight}
-		cards[d.Task.ID] = d.Task.Features
+	for _, d := range req.Batch {
+		if len(d.Turns) == 0 {
+			batch.Items = append(batch.Items, fusion.BatchItem{Group: d.Group, Sample: d.Sample, TaskID: d.Task.ID,
+				Program: d.Text, Advantage: d.Advantage, Weight: d.Weight})
+			cards[d.Task.ID] = d.Task.Features
+			continue
+		}
+		// A multi-turn trajectory: each turn's action is an example of
+		// the trajectory's advantage and weight, under the input it was
+		// sampled from (the card and the previous attempt), keyed apart.
+		for t, turn := range d.Turns {
+			card, err := feedbackCard(d.Task.Features, turn.Previous)
+			if err != nil {
+				return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(
+					fmt.Errorf("group %d sample %d turn %d: %w", d.Group, d.Sample, t+1, err))
+			}
+			id := fmt.Sprintf("%s#g%d/s%d/t%d", d.Task.ID, d.Group, d.Sample, t+1)
+			cards[id] = card
+			batch.Items = append(batch.Items, fusion.BatchItem{Group: d.Group, Sample: d.Sample, TaskID: id,
+				Program: turn.Text, Advantage: d.Advantage, Weight: d.Weight})
+		}
 	}
 	examples, err := fusion.Examples(batch, func(id string) ([]float64, error) { return cards[id], nil })
 	if err != nil {

@@ -1,0 +1,377 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/plan"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/telemetry"
+	"github.com/wmrl/wmrl/internal/tokenizer"
+	"github.com/wmrl/wmrl/internal/turns"
+)
+
+// The activities of a multi-turn trajectory's turns (docs/design.md,
+// "Multi-turn trajectories"): Generate, Execute and ScoreWorldModel with a
+// turn, and ReduceTurns after a group's last turn. Each reads what it needs
+// from Postgres (the turns so far) and writes its rows before it returns,
+// so a retry finds them.
+
+// Source is who answers a group's turns (store.Source), for the
+// workflows, which keep out of package store.
+type Source = store.Source
+
+// The sources of a group's turns.
+const (
+	SourceReal       = store.SourceReal
+	SourceWorldModel = store.SourceWorldModel
+)
+
+// observationTokenizer counts an observation's tokens for its cap: the
+// built-in policy's observations are counted in bytes (it has no text
+// tokenizer; a language-model policy's own tokenizer goes here when its
+// multi-turn sampling is built).
+var observationTokenizer tokenizer.Tokenizer = tokenizer.Bytes{}
+
+// turnKey is the idempotency key of a turn's remote call.
+func turnKey(k store.Key, turn int) string {
+	return fmt.Sprintf("%s/turn-%d", backend.SampleKey(k.Run, k.Step, k.Group, k.Sample), turn)
+}
+
+// groupTurn returns turn t of every sample of a group, in sample order.
+func (a *Activities) groupTurn(ctx context.Context, run string, step, group, turn int) ([]store.Turn, error) {
+	all, err := a.Store.GroupTurns(ctx, run, step, group)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Turn
+	for _, t := range all {
+		if t.Turn == turn {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// previousOf is a turn's answer as the next turn's policy input.
+func previousOf(t store.Turn) backend.Previous {
+	p := backend.Previous{Text: t.Action, Status: t.Answer.Status}
+	if r := t.Answer.Reward; r != nil {
+		p.Graded, p.Bucket = true, turns.Bucket(*r)
+	}
+	return p
+}
+
+// generateTurn samples turn req.Turn of the group's n trajectories: at turn
+// 1 from the task alone, stored as the trajectories and their first turns;
+// after it from each trajectory's previous turn, which must be answered.
+func (a *Activities) generateTurn(ctx context.Context, req GenerateRequest, task backend.Task, ck backend.Checkpoint) (GenerateResponse, error) {
+	seeds := make([]uint64, req.Samples)
+	for i := range seeds {
+		seeds[i] = plan.TurnSampleSeed(req.Seed, req.Step, req.Group, i, req.Turn)
+	}
+	sreq := backend.SampleRequest{Run: req.RunID, Checkpoint: ck, Task: task, Seeds: seeds,
+		Key: backend.SampleKey(req.RunID, req.Step, req.Group, -1)}
+	if req.Turn > 1 {
+		sreq.Key = fmt.Sprintf("%s/turn-%d", sreq.Key, req.Turn)
+		prev, err := a.groupTurn(ctx, req.RunID, req.Step, req.Group, req.Turn-1)
+		if err != nil {
+			return GenerateResponse{}, err
+		}
+		if len(prev) != req.Samples {
+			return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: %d of %d trajectories have turn %d",
+				req.Group, req.Turn, len(prev), req.Samples, req.Turn-1))
+		}
+		sreq.Previous = make([]backend.Previous, len(prev))
+		for i, t := range prev {
+			if t.Answer == nil {
+				return GenerateResponse{}, invalid(fmt.Errorf("%s is not answered: its next turn cannot be sampled", t.TurnKey))
+			}
+			sreq.Previous[i] = previousOf(t)
+		}
+	}
+	cs, err := a.sample(ctx, sreq, fmt.Sprintf("group %d turn %d", req.Group, req.Turn))
+	if err != nil {
+		return GenerateResponse{}, err
+	}
+	sols, err := solutionsOf(req, task.ID, cs)
+	if err != nil {
+		return GenerateResponse{}, err
+	}
+	if req.Turn == 1 {
+		if _, err := a.Store.InsertTrajectories(ctx, sols); err != nil {
+			return GenerateResponse{}, err
+		}
+	}
+	acts := make([]store.TurnAction, len(sols))
+	for i, s := range sols {
+		acts[i] = store.TurnAction{TurnKey: store.TurnKey{Key: s.Key, Turn: req.Turn}, Action: s.Program,
+			Completion: s.Completion, Source: req.Source}
+	}
+	n, err := a.Store.InsertTurns(ctx, acts)
+	if err != nil {
+		return GenerateResponse{}, err
+	}
+	return GenerateResponse{TaskID: task.ID, Inserted: n}, nil
+}
+
+// turnOf returns turn t of a trajectory and the trajectory.
+func (a *Activities) turnOf(ctx context.Context, k store.Key, turn int) (store.Turn, store.Trajectory, error) {
+	traj, err := a.Store.Trajectory(ctx, k)
+	if err != nil {
+		return store.Turn{}, store.Trajectory{}, err
+	}
+	ts, err := a.Store.TrajectoryTurns(ctx, k)
+	if err != nil {
+		return store.Turn{}, store.Trajectory{}, err
+	}
+	for _, t := range ts {
+		if t.Turn == turn {
+			return t, traj, nil
+		}
+	}
+	return store.Turn{}, store.Trajectory{}, invalid(fmt.Errorf("%s has no turn %d: Generate of the turn runs first", k, turn))
+}
+
+// executeResponseOf is a turn's stored answer as Execute's response.
+func executeResponseOf(a store.Answer, reused bool) ExecuteResponse {
+	r := ExecuteResponse{Status: executor.Status(a.Status), CPUSeconds: a.CPUSeconds, WallSeconds: a.WallSeconds, Reused: reused}
+	if a.Reward != nil {
+		r.Score = *a.Reward
+	}
+	return r
+}
+
+// executeTurn has the grader execute turn req.Turn's action and stores the
+// answer: the observation (turns.Render of the verdict), the status, the
+// reward and the cost. A turn already answered is returned without running
+// again. An ungraded verdict is stored too (status ungraded, no reward), so
+// the trajectory's next turn has an answer to read.
+func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error) {
+	t, traj, err := a.turnOf(ctx, req.key(), req.Turn)
+	if err != nil {
+		return ExecuteResponse{}, err
+	}
+	if t.Source != store.SourceReal {
+		return ExecuteResponse{}, invalid(fmt.Errorf("%s is answered by the %s, not executed", t.TurnKey, t.Source))
+	}
+	if t.Answer != nil {
+		return executeResponseOf(*t.Answer, true), nil
+	}
+	task, err := a.task(ctx, req.RunID, req.SuiteSeed, traj.TaskID)
+	if err != nil {
+		return ExecuteResponse{}, err
+	}
+	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Action, Key: turnKey(req.key(), req.Turn),
+		Seed: plan.TurnExecSeed(req.Seed, req.Step, req.Group, req.Sample, req.Turn)}, req.Limits, req.Budget,
+		"execute "+t.TurnKey.String(), telemetry.PhaseTrain)
+	if err != nil {
+		return ExecuteResponse{}, err
+	}
+	ans := turns.GraderAnswer(g)
+	obs, err := turns.Render(ans, req.ObservationTokens, observationTokenizer)
+	if err != nil {
+		return ExecuteResponse{}, invalid(err)
+	}
+	stored := store.Answer{Observation: obs, Status: ans.Status, CPUSeconds: g.CPUSeconds, WallSeconds: g.WallSeconds}
+	if ans.Graded {
+		score := ans.Score
+		stored.Reward = &score
+	}
+	got, err := a.Store.AnswerTurns(ctx, []store.TurnAnswer{{TurnKey: t.TurnKey, Answer: stored}})
+	if err != nil {
+		return ExecuteResponse{}, err
+	}
+	return executeResponseOf(got[0].Answer, false), nil
+}
+
+// scoreTurn has the world model predict turn req.Turn of the group's
+// trajectories: it answers the turns of a group it is the source of
+// (turns.WorldModelAnswer, rendered), and grades those of a real group
+// (their wm_reward). The model is deterministic, so a retry stores the
+// same.
+func (a *Activities) scoreTurn(ctx context.Context, req ScoreRequest) (ScoreResponse, error) {
+	ts, err := a.groupTurn(ctx, req.RunID, req.Step, req.Group, req.Turn)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	if len(ts) == 0 {
+		return ScoreResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no turn %d", req.Group, req.RunID, req.Step, req.Turn))
+	}
+	traj, err := a.Store.Trajectory(ctx, ts[0].Key)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	task, err := a.task(ctx, req.RunID, req.SuiteSeed, traj.TaskID)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	items := make([]backend.ScoreItem, len(ts))
+	for i, t := range ts {
+		items[i] = backend.ScoreItem{Task: task, Solution: t.Action, Key: turnKey(t.Key, t.Turn)}
+	}
+	preds, err := a.predict(ctx, req, items)
+	if err != nil {
+		return ScoreResponse{}, err
+	}
+	var sum float64
+	var scored int
+	var answers []store.TurnAnswer
+	var grades []store.TurnWM
+	for i, p := range preds {
+		if p.Graded {
+			if p.Score < 0 || p.Score > 1 || p.Score != p.Score {
+				return ScoreResponse{}, invalid(fmt.Errorf("%s: world model score %v: want [0,1] or ungraded", ts[i].TurnKey, p.Score))
+			}
+			sum += p.Score
+			scored++
+		}
+		if ts[i].Source == store.SourceReal {
+			if p.Graded {
+				grades = append(grades, store.TurnWM{TurnKey: ts[i].TurnKey, WM: p.Score})
+			}
+			continue
+		}
+		ans := turns.WorldModelAnswer(p)
+		obs, err := turns.Render(ans, req.ObservationTokens, observationTokenizer)
+		if err != nil {
+			return ScoreResponse{}, invalid(err)
+		}
+		stored := store.Answer{Observation: obs, Status: ans.Status, WMTokens: p.Tokens}
+		if ans.Graded {
+			score := ans.Score
+			stored.Reward = &score
+		}
+		answers = append(answers, store.TurnAnswer{TurnKey: ts[i].TurnKey, Answer: stored})
+	}
+	if _, err := a.Store.AnswerTurns(ctx, answers); err != nil {
+		return ScoreResponse{}, err
+	}
+	if err := a.Store.SetTurnWMRewards(ctx, grades); err != nil {
+		return ScoreResponse{}, err
+	}
+	if scored == 0 {
+		return ScoreResponse{}, nil
+	}
+	return ScoreResponse{Scored: scored, Mean: sum / float64(scored)}, nil
+}
+
+// ReduceTurnsRequest asks for the reduction of one group's turns into its
+// trajectories, after the group's last turn.
+type ReduceTurnsRequest struct {
+	RunID string `json:"run_id"`
+	Step  int    `json:"step"`
+	Group int    `json:"group"`
+	// Turns is K; Reward the reduction (turns.Max or turns.Last).
+	Turns  int    `json:"turns"`
+	Reward string `json:"reward"`
+}
+
+// Validate checks the request.
+func (r ReduceTurnsRequest) Validate() error {
+	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.Group < 0:
+		return fmt.Errorf("group %d: want >= 0", r.Group)
+	case r.Turns < 2:
+		return fmt.Errorf("turns %d: want at least 2 (a single-shot step reduces nothing)", r.Turns)
+	case r.Reward != turns.Max && r.Reward != turns.Last:
+		return fmt.Errorf("reward %q: want %q or %q", r.Reward, turns.Max, turns.Last)
+	}
+	return nil
+}
+
+// ReduceTurnsResponse counts what the reduction stored.
+type ReduceTurnsResponse struct {
+	// Executed counts the trajectories that got an r_env, Scored those
+	// that got an r_wm.
+	Executed int `json:"executed"`
+	Scored   int `json:"scored"`
+}
+
+// ReduceTurns writes each trajectory's reduced rewards into its row, from
+// its K answered turns: r_env, the reduction of a real trajectory's turn
+// rewards (its status the chosen turn's, its CPU and wall seconds the sum
+// over its turns); r_wm, the reduction of the world model's answers (its
+// own groups) or grades (real groups in modes with a world model). A
+// trajectory none of whose turns has a reward keeps no r_env (ungraded).
+// Both writes are idempotent (first write wins; the same r_wm again is a
+// no-op).
+func (a *Activities) ReduceTurns(ctx context.Context, req ReduceTurnsRequest) (ReduceTurnsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return ReduceTurnsResponse{}, invalid(err)
+	}
+	all, err := a.Store.GroupTurns(ctx, req.RunID, req.Step, req.Group)
+	if err != nil {
+		return ReduceTurnsResponse{}, err
+	}
+	bySample := map[int][]store.Turn{}
+	var samples []int
+	for _, t := range all {
+		if _, ok := bySample[t.Sample]; !ok {
+			samples = append(samples, t.Sample)
+		}
+		bySample[t.Sample] = append(bySample[t.Sample], t)
+	}
+	if len(samples) == 0 {
+		return ReduceTurnsResponse{}, invalid(fmt.Errorf("group %d of %s step %d has no turns", req.Group, req.RunID, req.Step))
+	}
+	var execs []store.Execution
+	var scores []store.Score
+	for _, i := range samples {
+		ts := bySample[i]
+		if len(ts) != req.Turns {
+			return ReduceTurnsResponse{}, invalid(fmt.Errorf("%s has %d turns, want %d", ts[0].Key, len(ts), req.Turns))
+		}
+		rewards, wm := make([]*float64, len(ts)), make([]*float64, len(ts))
+		var cpu, wall float64
+		for j, t := range ts {
+			if t.Answer == nil {
+				return ReduceTurnsResponse{}, invalid(fmt.Errorf("%s is not answered", t.TurnKey))
+			}
+			rewards[j], wm[j] = t.Answer.Reward, t.WMReward
+			cpu += t.Answer.CPUSeconds
+			wall += t.Answer.WallSeconds
+		}
+		if ts[0].Source == store.SourceWorldModel {
+			wm = rewards
+		} else {
+			at, err := turns.ReduceAt(rewards, req.Reward)
+			if err != nil {
+				return ReduceTurnsResponse{}, invalid(err)
+			}
+			if at >= 0 {
+				execs = append(execs, store.Execution{Key: ts[0].Key, Result: reducedResult(ts, at, cpu, wall, req.Reward)})
+			}
+		}
+		if r, ok, err := turns.Reduce(wm, req.Reward); err != nil {
+			return ReduceTurnsResponse{}, invalid(err)
+		} else if ok {
+			scores = append(scores, store.Score{Key: ts[0].Key, WM: r})
+		}
+	}
+	if _, err := a.Store.RecordExecutions(ctx, execs); err != nil {
+		return ReduceTurnsResponse{}, err
+	}
+	if err := a.Store.SetWMScores(ctx, scores); err != nil {
+		return ReduceTurnsResponse{}, err
+	}
+	return ReduceTurnsResponse{Executed: len(execs), Scored: len(scores)}, nil
+}
+
+// reducedResult is a real trajectory's execution result from its turns:
+// the chosen turn's status and reward, the position its reward stands for
+// (status ok), the cost of all its turns.
+func reducedResult(ts []store.Turn, at int, cpu, wall float64, how string) executor.Result {
+	t := ts[at]
+	r := executor.Result{Status: executor.Status(t.Answer.Status), Score: *t.Answer.Reward, CPUSeconds: cpu, WallSeconds: wall,
+		Detail: fmt.Sprintf("%s over %d turns: turn %d", how, len(ts), t.Turn)}
+	if r.Status == executor.StatusOK {
+		r.Position = min(1, max(0, 2*(r.Score-0.5)))
+	}
+	return r
+}
