@@ -162,6 +162,12 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Trajectory.Turns, c.WorldModel.Refresh.Every = 3, 5 }, "trajectory.turns: 3 turns with world_model.refresh"},
 		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy = -1 }, "pipeline.max_off_policy: must be in [0,4]"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy = 5 }, "pipeline.max_off_policy: must be in [0,4]"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy = 1 }, "pipeline.max_off_policy: 1: the asynchronous pipeline is not built yet"},
+		{func(c *Config) { c.Pipeline.Clip = -0.1 }, "pipeline.clip:"},
+		{func(c *Config) { c.Pipeline.Clip = 1 }, "pipeline.clip:"},
+		{func(c *Config) { c.Pipeline.Clip = math.NaN() }, "pipeline.clip:"},
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
@@ -678,5 +684,52 @@ func TestTrajectory(t *testing.T) {
 	_, err = Parse(Default(), []byte("trajectory:\n  reward: best\n"))
 	if want := "trajectory.reward: line 2: must be \"max\" or \"last\""; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("reward best: %v, want an error starting %q", err, want)
+	}
+}
+
+// TestPipeline: the pipeline section's defaults (d = 0, ε = 0.2) when it
+// is left out, its JSON left out when zero (so recorded configurations and
+// their hashes keep their form), its fields from YAML and back through
+// JSON, the schedule max(0, t−d), and d > 0 refused at its line until the
+// workflows run the pipeline.
+func TestPipeline(t *testing.T) {
+	c := Default()
+	if p := c.Pipeline; p.OffPolicy() != 0 || p.ClipRange() != 0.2 || p.SamplingCheckpoint(7) != 7 {
+		t.Errorf("defaults: d %d, clip %v, step 7 samples from %d; want 0, 0.2, 7", p.OffPolicy(), p.ClipRange(), p.SamplingCheckpoint(7))
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "pipeline") {
+		t.Errorf("default config's JSON has a pipeline section: %s", b)
+	}
+	c, err = Parse(Default(), []byte("pipeline:\n  max_off_policy: 0\n  clip: 0.3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipeline.ClipRange() != 0.3 {
+		t.Errorf("parsed clip %v, want 0.3", c.Pipeline.ClipRange())
+	}
+	b, err = json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"pipeline":{"clip":0.3}`) {
+		t.Errorf("JSON %s: want \"pipeline\":{\"clip\":0.3}", b)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || back.Pipeline != c.Pipeline {
+		t.Errorf("JSON round trip: %+v, %v; want %+v", back.Pipeline, err, c.Pipeline)
+	}
+	for _, tt := range []struct{ d, t, want int }{{1, 0, 0}, {1, 1, 0}, {1, 5, 4}, {2, 1, 0}, {2, 2, 0}, {2, 3, 1}, {4, 10, 6}} {
+		if got := (Pipeline{MaxOffPolicy: tt.d}).SamplingCheckpoint(tt.t); got != tt.want {
+			t.Errorf("d %d: step %d samples from %d, want %d", tt.d, tt.t, got, tt.want)
+		}
+	}
+	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
+	want := "pipeline.max_off_policy: line 3: 2: the asynchronous pipeline is not built yet"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("max_off_policy 2: %v, want an error starting %q", err, want)
 	}
 }

@@ -51,6 +51,11 @@ type Config struct {
 	// single-shot step; left out of the JSON then, so configurations
 	// written before it existed keep their recorded form.
 	Trajectory Trajectory `yaml:"trajectory" json:"trajectory,omitzero"`
+	// Pipeline bounds how far off-policy a step's rollouts may be
+	// (docs/design.md, "Asynchronous pipeline (design)"). Its zero value
+	// is today's strictly sequential step; left out of the JSON then, so
+	// configurations written before it existed keep their recorded form.
+	Pipeline Pipeline `yaml:"pipeline" json:"pipeline,omitzero"`
 
 	// ContinueAsNewEvery is K: the run workflow continues as new after K
 	// steps, so its history stays short.
@@ -280,6 +285,46 @@ func (t Trajectory) ObservationCap() int {
 
 // MultiTurn reports whether a trajectory has more than one turn.
 func (t Trajectory) MultiTurn() bool { return t.TurnCount() > 1 }
+
+// Pipeline is the pipeline section: the update of step t trains on
+// rollouts sampled from checkpoint max(0, t−MaxOffPolicy), corrected by a
+// clipped importance ratio. Zero values are the defaults (OffPolicy and
+// ClipRange give them).
+type Pipeline struct {
+	// MaxOffPolicy is d, in [0, MaxOffPolicy]: how many updates older
+	// than the one it trains a step's sampling checkpoint may be. 0 is
+	// the sequential step.
+	MaxOffPolicy int `yaml:"max_off_policy" json:"max_off_policy,omitempty"`
+	// Clip is ε of the clipped importance ratio (PPO's): a token's ratio
+	// π_θ/π_sample counts only inside [1−ε, 1+ε] on the side its
+	// advantage pushes; 0 means DefaultClip.
+	Clip float64 `yaml:"clip" json:"clip,omitempty"`
+}
+
+// The pipeline section's bound and default.
+const (
+	// MaxOffPolicy bounds pipeline.max_off_policy: at most d+1 steps are
+	// in flight, and the importance ratio of a policy further off than a
+	// few updates is mostly clipped.
+	MaxOffPolicy = 4
+	// DefaultClip is pipeline.clip's default, PPO's ε.
+	DefaultClip = 0.2
+)
+
+// OffPolicy is d (pipeline.max_off_policy).
+func (p Pipeline) OffPolicy() int { return p.MaxOffPolicy }
+
+// ClipRange is ε (pipeline.clip, or its default).
+func (p Pipeline) ClipRange() float64 {
+	if p.Clip == 0 {
+		return DefaultClip
+	}
+	return p.Clip
+}
+
+// SamplingCheckpoint is the checkpoint the rollouts of step t are sampled
+// from: max(0, t−d).
+func (p Pipeline) SamplingCheckpoint(t int) int { return max(0, t-p.MaxOffPolicy) }
 
 // Eval configures the held-out evaluation (avg@Samples by real execution).
 type Eval struct {

@@ -171,6 +171,31 @@ func (c Config) checkTrajectory() []func() error {
 	}
 }
 
+// checkPipeline checks the pipeline section. Zeros are the defaults. The
+// schedule is written down (docs/design.md, "Asynchronous pipeline
+// (design)") but the workflows do not run it yet, so d > 0 is refused.
+func (c Config) checkPipeline() []func() error {
+	p := c.Pipeline
+	return []func() error{
+		func() error {
+			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
+				return err
+			}
+			if p.MaxOffPolicy > 0 {
+				return bad("pipeline.max_off_policy", "%d: the asynchronous pipeline is not built yet (the schedule is "+
+					"in docs/design.md, \"Asynchronous pipeline (design)\"); only 0, the sequential step, runs", p.MaxOffPolicy)
+			}
+			return nil
+		},
+		func() error {
+			if e := p.Clip; !finite(e) || e < 0 || e >= 1 {
+				return bad("pipeline.clip", "must be in [0,1) (0: the default %v), got %v", DefaultClip, e)
+			}
+			return nil
+		},
+	}
+}
+
 // checkAdaptive checks anchors.adaptive when target_rho is set: the
 // controller reads ρ, so the mode must denoise.
 func (c Config) checkAdaptive() error {
@@ -311,6 +336,7 @@ func (c Config) checks() []func() error {
 		},
 	}...)
 	checks = append(checks, c.checkTrajectory()...)
+	checks = append(checks, c.checkPipeline()...)
 	return append(checks, []func() error{
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
