@@ -170,8 +170,9 @@ func klOf(lp, lq []float64) float64 {
 
 // backward adds to grad the gradient of a·log π(tokens) − k·Σ_t KL_t with
 // respect to theta, given the caches of forward (which must have had a
-// reference when k != 0).
-func (l *layout) backward(theta, card []float64, tokens []int, caches []stepCache, a, k float64, grad []float64) {
+// reference when k != 0). When as is not nil, position t's term is
+// as[t]·log π(tokens_t) instead (a is then unused).
+func (l *layout) backward(theta, card []float64, tokens []int, caches []stepCache, a float64, as []float64, k float64, grad []float64) {
 	H := l.h
 	dlc := make([]float64, l.v)  // Σ_t dz_t over logits (for b2 and Wcl)
 	dzsum := make([]float64, H)  // Σ_t dpre_t over hidden (for b1 and Wc)
@@ -186,6 +187,10 @@ func (l *layout) backward(theta, card []float64, tokens []int, caches []stepCach
 			continue
 		}
 		dl = dl[:len(c.legal)]
+		a := a
+		if as != nil {
+			a = as[t]
+		}
 		kl := 0.0
 		if k != 0 {
 			kl = klOf(c.lp, c.lq)

@@ -199,6 +199,11 @@ type Example struct {
 	// one (docs/design.md, "GRPO advantages and the fused update"); 0
 	// removes the trajectory from the update.
 	Weight float64 `json:"weight"`
+	// SampleLogProbs are the logprob of each of Tokens under the policy
+	// that sampled them (0 for a token the grammar forces), as
+	// TokenLogProbs reports them, for an update of another policy
+	// (UpdateOffPolicy); nil for an on-policy update, which ignores it.
+	SampleLogProbs []float64 `json:"sample_log_probs,omitempty"`
 }
 
 // UpdateStats describes one update (the policy port's backend.UpdateStats);
@@ -218,6 +223,62 @@ func (p *Policy) Update(batch []Example) (UpdateStats, error) {
 	}
 	c := p.cfg
 	return p.step1(grad, Adam{LearningRate: c.LearningRate, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, ClipNorm: c.ClipNorm}, stats)
+}
+
+// UpdateOffPolicy is Update for a batch sampled from another checkpoint of
+// the policy (an asynchronous pipeline's older one), every example with its
+// SampleLogProbs. Each token's log π(τ_t) term becomes PPO's clipped
+// surrogate of its importance ratio r_t = π_θ(τ_t)/π_sample(τ_t):
+//
+//	g = ∇θ Σ_i w_i [Σ_t min(r_t A_i, clip(r_t, 1−ε, 1+ε) A_i) − β Σ_t KL_t(τ_i)] / Σ_i w_i
+//
+// whose gradient is w_i A_i r_t ∇log π(τ_t) where the ratio is inside the
+// clip range on the side A_i pushes, and 0 where it is outside. At r_t = 1
+// (the policy that sampled is the one updated) it is Update's gradient, bit
+// for bit. clip is ε in (0, 1). The stats' objective is the surrogate's
+// value, and RatioMean and RatioMax are r_t's over the sampled tokens (not
+// the forced ones) of the weighted examples. On error the policy is
+// unchanged.
+func (p *Policy) UpdateOffPolicy(batch []Example, clip float64) (UpdateStats, error) {
+	if !(clip > 0 && clip < 1) {
+		return UpdateStats{}, fmt.Errorf("update: ratio clip %v: want in (0, 1)", clip)
+	}
+	for i, e := range batch {
+		if e.Weight == 0 {
+			continue
+		}
+		if len(e.SampleLogProbs) != len(e.Tokens) {
+			return UpdateStats{}, fmt.Errorf("update: example %d: %d sampling logprobs for %d tokens", i, len(e.SampleLogProbs), len(e.Tokens))
+		}
+		for _, x := range e.SampleLogProbs {
+			if math.IsNaN(x) || math.IsInf(x, 0) || x > 0 {
+				return UpdateStats{}, fmt.Errorf("update: example %d: sampling logprob %v: want finite and <= 0", i, x)
+			}
+		}
+	}
+	grad, stats, err := p.gradientClip(p.theta, batch, p.cfg.KLCoef, true, clip)
+	if err != nil {
+		return UpdateStats{}, err
+	}
+	c := p.cfg
+	return p.step1(grad, Adam{LearningRate: c.LearningRate, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.AdamEps, ClipNorm: c.ClipNorm}, stats)
+}
+
+// clippedToken is one token's term of the clipped surrogate with advantage
+// a (the weighted one, w_i A_i) and clip ε: its ratio r = exp(lp − lq), the
+// term's value min(r a, clip(r, 1−ε, 1+ε) a) and its coefficient on
+// ∇log π(τ_t), r a inside the range and 0 where the clip holds the term
+// constant. The bound itself counts as inside.
+func clippedToken(lp, lq, a, eps float64) (ratio, value, coef float64) {
+	r := math.Exp(lp - lq)
+	lo, hi := 1-eps, 1+eps
+	switch {
+	case a > 0 && r > hi:
+		return r, hi * a, 0
+	case a < 0 && r < lo:
+		return r, lo * a, 0
+	}
+	return r, r * a, r * a
 }
 
 // Adam are the hyperparameters of one Adam step (AdamStep).
@@ -340,6 +401,13 @@ func (p *Policy) gradient(theta []float64, batch []Example) ([]float64, UpdateSt
 // gradientBeta is gradient with KL coefficient beta, divided by Σ w_i
 // when normalise is set.
 func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64, normalise bool) ([]float64, UpdateStats, error) {
+	return p.gradientClip(theta, batch, beta, normalise, 0)
+}
+
+// gradientClip is gradientBeta with the clipped surrogate of
+// UpdateOffPolicy when clip > 0, its examples' SampleLogProbs checked by
+// the caller; clip 0 is the on-policy gradient and ignores them.
+func (p *Policy) gradientClip(theta []float64, batch []Example, beta float64, normalise bool, clip float64) ([]float64, UpdateStats, error) {
 	wsum, err := p.checkBatch(batch, normalise)
 	if err != nil {
 		return nil, UpdateStats{}, err
@@ -351,6 +419,7 @@ func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64, no
 	grad := make([]float64, p.l.n)
 	var stats UpdateStats
 	stats.WeightSum = wsum
+	ratioSum, ratioN := 0.0, 0
 	for i, e := range batch {
 		if e.Weight == 0 {
 			continue
@@ -371,10 +440,32 @@ func (p *Policy) gradientBeta(theta []float64, batch []Example, beta float64, no
 		if normalise {
 			w /= wsum
 		}
-		stats.Objective += w * (e.Advantage*lp - beta*kl)
 		stats.KL += w * kl
 		stats.Trajectories++
-		p.l.backward(theta, e.Card, e.Tokens, caches, w*e.Advantage, w*beta, grad)
+		if clip == 0 {
+			stats.Objective += w * (e.Advantage*lp - beta*kl)
+			p.l.backward(theta, e.Card, e.Tokens, caches, w*e.Advantage, nil, w*beta, grad)
+			continue
+		}
+		a := w * e.Advantage
+		coefs := make([]float64, len(caches))
+		surrogate := 0.0
+		for t, c := range caches {
+			if c.lp == nil {
+				continue // a forced token: no probability mass, no gradient
+			}
+			r, v, k := clippedToken(c.lp[c.tok], e.SampleLogProbs[t], a, clip)
+			surrogate += v
+			coefs[t] = k
+			ratioSum += r
+			ratioN++
+			stats.RatioMax = max(stats.RatioMax, r)
+		}
+		stats.Objective += surrogate - w*beta*kl
+		p.l.backward(theta, e.Card, e.Tokens, caches, 0, coefs, w*beta, grad)
+	}
+	if ratioN > 0 {
+		stats.RatioMean = ratioSum / float64(ratioN)
 	}
 	return grad, stats, nil
 }
