@@ -157,6 +157,18 @@ type UpdateRequest struct {
 	// Key is the step's idempotency key (StepKey): a remote adapter must
 	// apply one optimiser step per key, however often it is retried.
 	Key string
+	// Sampler is the checkpoint the batch was sampled from when it is an
+	// older one than Base (an asynchronous pipeline's, docs/design.md,
+	// "Asynchronous pipeline (design)"); nil when it is Base, the
+	// sequential step. The built-in policy then scores each token under
+	// Sampler (its sampling logprob, a deterministic function of the
+	// checkpoint, the input and the tokens, so nothing per token is
+	// stored) and weighs it by the clipped importance ratio; a remote
+	// policy has its sampling logprobs in the Datums already.
+	Sampler *Checkpoint
+	// RatioClip is ε of the clipped importance ratio (pipeline.clip), in
+	// (0, 1); read only when Sampler is set.
+	RatioClip float64
 }
 
 // UpdateStats describe one update; the objective and KL are measured at the
@@ -181,8 +193,11 @@ type UpdateStats struct {
 	// exp(logp_update − logp_sample) over the action tokens of the weighted
 	// examples, logp_update the policy's logprob at the update's weights
 	// as the training service reports it (Tinker's loss_fn_outputs): 1 when
-	// the update is on-policy. 0 when the backend does not report it (the
-	// built-in one, which scores its own samples).
+	// the update is on-policy. 0 when the backend does not report it: the
+	// built-in one reports it only for a batch sampled from an older
+	// checkpoint (UpdateRequest.Sampler), where it applies the clipped
+	// ratio itself (policy.UpdateOffPolicy; its Objective is then the
+	// clipped surrogate's value).
 	RatioMean float64 `json:"importance_ratio_mean,omitempty"`
 	RatioMax  float64 `json:"importance_ratio_max,omitempty"`
 }

@@ -362,3 +362,89 @@ func TestObservationsOneFormat(t *testing.T) {
 		t.Errorf("the programs had statuses %v: want at least two kinds of outcome to compare", statuses)
 	}
 }
+
+// An update of a batch sampled from an older checkpoint (UpdateRequest.
+// Sampler) is the policy package's UpdateOffPolicy with the sampler's
+// logprobs of the batch's tokens: the same next checkpoint and stats, the
+// ratio's mean and max reported; a sampler that is not older than the base,
+// or a clip outside (0, 1), is refused for good.
+func TestPolicyOffPolicyUpdate(t *testing.T) {
+	b, _, s := newBackend(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	const seed = 7
+	ck0, err := b.Policy.Init(ctx, backend.InitRequest{Run: "r", Suite: testenv.SuiteSeed, Seed: plan.InitSeed(seed),
+		Settings: settings(), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref0, err := policy.Init(PolicyConfig(settings(), suite.VectorLen), policy.ProgramGrammar{}, plan.InitSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := s.Split(suite.Train)[0]
+	bt, err := b.Tasks.Task(ctx, testenv.SuiteSeed, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 0's batch (sampled from and applied to checkpoint 0), then
+	// step 1's, sampled from checkpoint 0 and applied to checkpoint 1.
+	batchOf := func(step int) ([]backend.Datum, []policy.Example) {
+		var batch []backend.Datum
+		var examples []policy.Example
+		for i := range 6 {
+			smp, text, err := ref0.SampleProgram(task.Card.Vector(), plan.SampleSeed(seed, step, 0, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			adv := float64(i%3) - 1
+			batch = append(batch, backend.Datum{Task: bt, Sample: i, Text: text, Advantage: adv, Weight: 1.0 / 6})
+			examples = append(examples, policy.Example{Card: task.Card.Vector(), Tokens: smp.Tokens, Advantage: adv, Weight: 1.0 / 6,
+				SampleLogProbs: smp.TokenLogProbs})
+		}
+		return batch, examples
+	}
+	batch0, _ := batchOf(0)
+	ck1, _, err := b.Policy.Update(ctx, backend.UpdateRequest{Run: "r", Step: 0, Base: ck0, Batch: batch0, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref1, err := b.Policy.load("r", ck1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch1, examples1 := batchOf(1)
+	ck2, stats, err := b.Policy.Update(ctx, backend.UpdateRequest{Run: "r", Step: 1, Base: ck1, Batch: batch1, Dir: dir,
+		Sampler: &ck0, RatioClip: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref1.Clone()
+	wantStats, err := want.UpdateOffPolicy(examples1, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck2.Version != 2 || ck2.Hash != want.Hash() || stats != wantStats {
+		t.Errorf("Update = %+v %+v, want version 2, hash %s, %+v", ck2, stats, want.Hash(), wantStats)
+	}
+	if stats.RatioMean == 0 || stats.RatioMean == 1 || stats.RatioMax < stats.RatioMean {
+		t.Errorf("ratio mean %v, max %v: want the ratios of a policy one update on", stats.RatioMean, stats.RatioMax)
+	}
+	onPolicy := ref1.Clone()
+	if _, err := onPolicy.Update(examples1); err != nil {
+		t.Fatal(err)
+	}
+	if onPolicy.Hash() == ck2.Hash {
+		t.Error("the off-policy update gives the on-policy checkpoint: the ratio did nothing")
+	}
+	t.Logf("ratio mean %.4f, max %.4f", stats.RatioMean, stats.RatioMax)
+	for name, req := range map[string]backend.UpdateRequest{
+		"sampler is the base": {Run: "r", Step: 1, Base: ck1, Batch: batch1, Dir: t.TempDir(), Sampler: &ck1, RatioClip: 0.2},
+		"clip 0":              {Run: "r", Step: 1, Base: ck1, Batch: batch1, Dir: t.TempDir(), Sampler: &ck0},
+		"clip 1":              {Run: "r", Step: 1, Base: ck1, Batch: batch1, Dir: t.TempDir(), Sampler: &ck0, RatioClip: 1},
+	} {
+		if _, _, err := b.Policy.Update(ctx, req); !backend.IsPermanent(err) {
+			t.Errorf("%s: %v, want a permanent error", name, err)
+		}
+	}
+}

@@ -145,8 +145,14 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(err)
 	}
 	next := base.Clone()
-	stats, err := next.Update(examples)
-	if err != nil {
+	var stats backend.UpdateStats
+	if req.Sampler != nil {
+		// Its errors say what they are: a sampler file that is missing
+		// may appear (retried), a bad one cannot be repaired.
+		if stats, err = p.updateOffPolicy(req, base, next, examples); err != nil {
+			return backend.Checkpoint{}, backend.UpdateStats{}, err
+		}
+	} else if stats, err = next.Update(examples); err != nil {
 		return backend.Checkpoint{}, backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: %w", req.Step, err))
 	}
 	ck, err := save(next, req.Dir)
@@ -154,6 +160,42 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 		return backend.Checkpoint{}, backend.UpdateStats{}, err
 	}
 	return ck, stats, nil
+}
+
+// updateOffPolicy applies to next the update of a batch sampled from
+// req.Sampler, an older checkpoint than base: every example's sampling
+// logprobs are its tokens' under the sampler, recomputed (the built-in
+// policy is deterministic, so they are the ones Sample drew with), and the
+// update weighs each token by its clipped importance ratio.
+func (p *Policy) updateOffPolicy(req backend.UpdateRequest, base, next *policy.Policy, examples []policy.Example) (backend.UpdateStats, error) {
+	s := *req.Sampler
+	switch {
+	case s.Version < 0 || s.Version >= req.Base.Version:
+		return backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: sampled from checkpoint %d: want an earlier "+
+			"checkpoint than the base %d (the base itself is the sequential step, no sampler)", req.Step, s.Version, req.Base.Version))
+	case !(req.RatioClip > 0 && req.RatioClip < 1):
+		return backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: ratio clip %v: want in (0, 1)", req.Step, req.RatioClip))
+	}
+	sampler, err := p.load(req.Run, s)
+	if err != nil {
+		return backend.UpdateStats{}, err
+	}
+	if int(sampler.Step()) != s.Version || sampler.Config() != base.Config() {
+		return backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: checkpoint %d (after %d updates) is not an "+
+			"earlier checkpoint of the base's policy", req.Step, s.Version, sampler.Step()))
+	}
+	for i := range examples {
+		lq, err := sampler.TokenLogProbs(examples[i].Card, examples[i].Tokens)
+		if err != nil {
+			return backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: example %d under checkpoint %d: %w", req.Step, i, s.Version, err))
+		}
+		examples[i].SampleLogProbs = lq
+	}
+	stats, err := next.UpdateOffPolicy(examples, req.RatioClip)
+	if err != nil {
+		return backend.UpdateStats{}, backend.Permanent(fmt.Errorf("update step %d: %w", req.Step, err))
+	}
+	return stats, nil
 }
 
 // load returns the policy of a checkpoint, verified against its hash.
