@@ -168,11 +168,27 @@ func TestRequestsValidate(t *testing.T) {
 		{"bad debias", CalibrateRequest{RunID: "r"}},
 		{"bad mode", FuseRequest{RunID: "r", Mode: "x", DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig()}},
 		{"update from other checkpoint", UpdateRequest{RunID: "r", Step: 1, Checkpoint: CheckpointRef{Version: 0, Hash: "h"}}},
+		{"update sampled from its own checkpoint", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
+			Sampled: &CheckpointRef{Version: 5, Hash: "h"}, RatioClip: 0.2}},
+		{"update sampled from a later checkpoint", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
+			Sampled: &CheckpointRef{Version: 6, Hash: "h"}, RatioClip: 0.2}},
+		{"update sampled too far back", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
+			Sampled: &CheckpointRef{Version: 0, Hash: "h"}, RatioClip: 0.2}},
+		{"update sampled without a clip", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
+			Sampled: &CheckpointRef{Version: 4, Hash: "h"}}},
+		{"update with a clip and no sampler", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"}, RatioClip: 0.2}},
+		{"update sampled from a checkpoint without hash", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
+			Sampled: &CheckpointRef{Version: 4}, RatioClip: 0.2}},
 		{"evaluate without task", EvaluateRequest{RunID: "r", Checkpoint: CheckpointRef{Hash: "h"}, Samples: 1, Limits: cfg.Sandbox.Limits()}},
 		{"bad config", CreateRunRequest{RunID: "r"}},
 	}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid request refused: %v", err)
+	for _, ok := range []interface{ Validate() error }{good,
+		UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"}},
+		UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"}, Sampled: &CheckpointRef{Version: 1, Hash: "g"}, RatioClip: 0.2},
+	} {
+		if err := ok.Validate(); err != nil {
+			t.Fatalf("valid request %+v refused: %v", ok, err)
+		}
 	}
 	for _, tt := range tests {
 		if err := tt.give.Validate(); err == nil {

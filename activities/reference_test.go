@@ -18,6 +18,18 @@ import (
 // cfg.Steps steps, and returns the hashes of checkpoints 0..cfg.Steps.
 func driveRun(t testing.TB, a *Activities, run string, cfg runconfig.Config) []string {
 	t.Helper()
+	hashes, _ := driveRunSampled(t, a, run, cfg, nil, 0)
+	return hashes
+}
+
+// driveRunSampled is driveRun whose Update of step s names sampled(s,
+// checkpoints 0..s) as the sampling checkpoint, with ratio clip clip, when
+// sampled is not nil and returns one; it also returns the updates' stats.
+func driveRunSampled(t testing.TB, a *Activities, run string, cfg runconfig.Config,
+	sampled func(step int, cks []CheckpointRef) *CheckpointRef, clip float64) ([]string, []UpdateResponse) {
+	t.Helper()
+	var ups []UpdateResponse
+	var cks []CheckpointRef
 	ctx := t.Context()
 	created, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg})
 	if err != nil {
@@ -25,6 +37,7 @@ func driveRun(t testing.TB, a *Activities, run string, cfg runconfig.Config) []s
 	}
 	ck := created.Checkpoint
 	hashes := []string{ck.Hash}
+	cks = append(cks, ck)
 	pc := cfg.Mode.Pieces()
 	G, n := cfg.Groups, cfg.Samples
 	var dst denoise.State
@@ -85,14 +98,22 @@ func driveRun(t testing.TB, a *Activities, run string, cfg runconfig.Config) []s
 			t.Fatalf("step %d: fuse: %v", s, err)
 		}
 		dst = fused.Denoise
-		up, err := a.Update(ctx, UpdateRequest{RunID: run, Step: s, SuiteSeed: cfg.SuiteSeed, Checkpoint: ck})
+		req := UpdateRequest{RunID: run, Step: s, SuiteSeed: cfg.SuiteSeed, Checkpoint: ck}
+		if sampled != nil {
+			if req.Sampled = sampled(s, cks); req.Sampled != nil {
+				req.RatioClip = clip
+			}
+		}
+		up, err := a.Update(ctx, req)
 		if err != nil {
 			t.Fatalf("step %d: update: %v", s, err)
 		}
+		ups = append(ups, up)
 		ck = up.Checkpoint
 		hashes = append(hashes, ck.Hash)
+		cks = append(cks, ck)
 	}
-	return hashes
+	return hashes, ups
 }
 
 // TestReferenceLoopAgrees runs a few steps of grpo on the small test suite

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/fusion"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -19,9 +20,18 @@ type UpdateRequest struct {
 	Step       int           `json:"step"`
 	SuiteSeed  uint64        `json:"suite_seed"`
 	Checkpoint CheckpointRef `json:"checkpoint"`
+	// Sampled is the checkpoint the step's rollouts were sampled from when
+	// it is an older one than Checkpoint (an asynchronous pipeline's
+	// max(0, step − d), docs/design.md, "Asynchronous pipeline (design)");
+	// nil for the sequential step. RatioClip is then ε of the clipped
+	// importance ratio (pipeline.clip). Both are left out of the JSON when
+	// unset, so recorded requests keep their bytes.
+	Sampled   *CheckpointRef `json:"sampled,omitempty"`
+	RatioClip float64        `json:"ratio_clip,omitempty"`
 }
 
-// Validate checks the request: the checkpoint must be the step's.
+// Validate checks the request: the checkpoint must be the step's, and a
+// sampling checkpoint one of the runconfig.MaxOffPolicy before it.
 func (r UpdateRequest) Validate() error {
 	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
 		return err
@@ -29,7 +39,23 @@ func (r UpdateRequest) Validate() error {
 	if r.Checkpoint.Version != r.Step {
 		return fmt.Errorf("checkpoint version %d at step %d: want the step's checkpoint", r.Checkpoint.Version, r.Step)
 	}
-	return r.Checkpoint.validate()
+	if err := r.Checkpoint.validate(); err != nil {
+		return err
+	}
+	if r.Sampled == nil {
+		if r.RatioClip != 0 {
+			return fmt.Errorf("ratio clip %v without a sampling checkpoint", r.RatioClip)
+		}
+		return nil
+	}
+	if v := r.Sampled.Version; v >= r.Step || v < r.Step-runconfig.MaxOffPolicy {
+		return fmt.Errorf("sampled from checkpoint %d at step %d: want one of the %d before the step's (none: the step's own)",
+			v, r.Step, runconfig.MaxOffPolicy)
+	}
+	if !(r.RatioClip > 0 && r.RatioClip < 1) {
+		return fmt.Errorf("ratio clip %v: want in (0, 1)", r.RatioClip)
+	}
+	return r.Sampled.validate()
 }
 
 // UpdateResponse names checkpoint s+1.
@@ -63,6 +89,14 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	if err != nil {
 		return UpdateResponse{}, err
 	}
+	var sampler *backend.Checkpoint
+	if req.Sampled != nil {
+		c, err := a.checkpoint(ctx, req.RunID, *req.Sampled)
+		if err != nil {
+			return UpdateResponse{}, err
+		}
+		sampler = &c
+	}
 	var batch fusion.Batch
 	if err := readJSON(a.batchPath(req.RunID, req.Step), &batch); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -93,7 +127,8 @@ func (a *Activities) Update(ctx context.Context, req UpdateRequest) (UpdateRespo
 	err = withHeartbeat(ctx, func() error {
 		var err error
 		ck, stats, err = policy.Update(ctx, backend.UpdateRequest{Run: req.RunID, Step: req.Step, Base: base, Batch: data,
-			Settings: settings, Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step)})
+			Settings: settings, Dir: a.checkpointDir(req.RunID), Key: backend.StepKey(req.RunID, req.Step),
+			Sampler: sampler, RatioClip: req.RatioClip})
 		return err
 	})
 	if err != nil {
