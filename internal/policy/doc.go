@@ -31,6 +31,13 @@
 // the visited states on θ is ignored, as usual). π_ref is the initial policy,
 // kept in every checkpoint. A trajectory with weight 0 has no influence.
 //
+// Off-policy updates. UpdateOffPolicy takes a batch sampled from another
+// (older) checkpoint, each example with its sampling logprobs, and replaces
+// each token's A_i log π(τ_t) by PPO's clipped surrogate
+// min(r_t A_i, clip(r_t, 1−ε, 1+ε) A_i) of its importance ratio
+// r_t = π(τ_t)/π_sample(τ_t); at r_t = 1 its gradient is Update's, bit for
+// bit (docs/design.md, "Asynchronous pipeline (design)").
+//
 // Determinism. Sampling uses a PCG generator seeded from the caller's seed;
 // every sum runs in a fixed order on one goroutine, so the same seed gives the
 // same samples, the same updates and the same checkpoint hash, bit for bit,
