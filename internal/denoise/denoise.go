@@ -104,6 +104,23 @@ type Config struct {
 	// the behaviour before the field existed, so it is left out of the
 	// JSON when 0.
 	SignalWindow int `json:"signal_window,omitempty"`
+	// WMShareMax caps the world-model trajectories' share of a step's
+	// fusion weight (in (0,1); 0 means no cap, the behaviour before the
+	// field existed, so it is left out of the JSON when 0). The cap acts
+	// as a floor on ρ (EffectiveRho).
+	WMShareMax float64 `json:"wm_share_max,omitempty"`
+}
+
+// EffectiveRho returns rho raised, when cfg.WMShareMax caps it, to the
+// smallest value at which k anchor trajectories of weight ρ and m
+// world-model trajectories of weight 1 give the world model at most
+// WMShareMax of the total: m/(kρ+m) <= s, so ρ >= (m/k)(1−s)/s.
+func EffectiveRho(cfg Config, rho float64, k, m int) float64 {
+	s := cfg.WMShareMax
+	if s <= 0 || k == 0 || m == 0 {
+		return rho
+	}
+	return math.Max(rho, float64(m)/float64(k)*(1-s)/s)
 }
 
 // Validate reports the first invalid field.
@@ -119,6 +136,9 @@ func (c Config) Validate() error {
 	}
 	if !finite(c.Eta2Floor) || c.Eta2Floor < 0 {
 		return fielderr.New("eta2_floor", "%v, want a finite number at least 0 (0: no floor)", c.Eta2Floor)
+	}
+	if !finite(c.WMShareMax) || c.WMShareMax < 0 || c.WMShareMax >= 1 {
+		return fielderr.New("wm_share_max", "%v, want 0 (no cap) or a share in (0,1)", c.WMShareMax)
 	}
 	if c.SignalWindow != 0 && (c.SignalWindow < MinSignalGroups || c.SignalWindow > MaxSignalWindow) {
 		return fielderr.New("signal_window", "%d, want 0 (no gate) or %d to %d groups", c.SignalWindow, MinSignalGroups, MaxSignalWindow)

@@ -497,3 +497,32 @@ func TestPushWeighted(t *testing.T) {
 		}()
 	}
 }
+
+func TestEffectiveRhoCapsTheWorldModelShare(t *testing.T) {
+	cfg := Config{WMShareMax: 0.25}
+	// 2 anchor and 6 world-model trajectories: ρ must reach 6/2·0.75/0.25 = 9.
+	if got := EffectiveRho(cfg, 3, 2, 6); math.Abs(got-9) > 1e-12 {
+		t.Fatalf("EffectiveRho(3) = %v, want 9", got)
+	}
+	if got := EffectiveRho(cfg, 12, 2, 6); got != 12 {
+		t.Fatalf("EffectiveRho(12) = %v, want 12 (already above the floor)", got)
+	}
+	rho := EffectiveRho(cfg, 1, 2, 6)
+	if share := 6 / (2*rho + 6); math.Abs(share-0.25) > 1e-12 {
+		t.Fatalf("world-model share %v, want 0.25", share)
+	}
+	for _, c := range []struct{ k, m int }{{0, 6}, {2, 0}} {
+		if got := EffectiveRho(cfg, 3, c.k, c.m); got != 3 {
+			t.Fatalf("EffectiveRho with k=%d m=%d = %v, want ρ unchanged", c.k, c.m, got)
+		}
+	}
+	if got := EffectiveRho(Config{}, 3, 2, 6); got != 3 {
+		t.Fatalf("no cap: EffectiveRho = %v, want 3", got)
+	}
+	for _, bad := range []float64{-0.1, 1, 2, math.NaN()} {
+		c := Config{HalfLife: 32, WarmUp: 16, RhoMax: 10, WMShareMax: bad}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "wm_share_max") {
+			t.Fatalf("wm_share_max %v: err %v, want one naming wm_share_max", bad, err)
+		}
+	}
+}

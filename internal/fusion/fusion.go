@@ -235,6 +235,15 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 		}
 	}
 	if len(gradedIdx) > 0 {
+		if pc.Denoise {
+			k := 0
+			for _, a := range flags {
+				if a {
+					k++
+				}
+			}
+			rho = denoise.EffectiveRho(dcfg, rho, k, len(flags)-k)
+		}
 		w := advantage.Weights(flags, rho)
 		for k, i := range gradedIdx {
 			items[i].Weight = w[k]

@@ -150,6 +150,9 @@ type Denoise struct {
 	// gate), so the configurations of runs made before it existed encode
 	// as they did and keep their behaviour.
 	SignalWindow int `yaml:"signal_window" json:"signal_window,omitempty"`
+	// WMShareMax caps the world model's share of a step's fusion weight
+	// (denoise.Config); omitted from the JSON when 0 (no cap).
+	WMShareMax float64 `yaml:"wm_share_max" json:"wm_share_max,omitempty"`
 }
 
 // Advantage configures the GRPO advantages: the fields of advantage.Config
@@ -410,7 +413,7 @@ func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
 
 func (d Denoise) config() denoise.Config {
 	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor,
-		SignalWindow: d.SignalWindow}
+		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded

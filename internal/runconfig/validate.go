@@ -290,6 +290,7 @@ func (c Config) checks() []func() error {
 			{"rho_max", func(d *Denoise, s Denoise) { d.RhoMax = s.RhoMax }, func(s Denoise) float64 { return s.RhoMax }},
 			{"eta2_floor", func(d *Denoise, s Denoise) { d.Eta2Floor = s.Eta2Floor }, func(s Denoise) float64 { return s.Eta2Floor }},
 			{"signal_window", func(d *Denoise, s Denoise) { d.SignalWindow = s.SignalWindow }, nil},
+			{"wm_share_max", func(d *Denoise, s Denoise) { d.WMShareMax = s.WMShareMax }, func(s Denoise) float64 { return s.WMShareMax }},
 		})...)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{
