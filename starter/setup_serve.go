@@ -88,7 +88,9 @@ exists. --services picks them (default: all):
   openai  the built-in world model over OpenAI-compatible chat completions
           (POST /v1/chat/completions, GET /v1/models; model "` + openAIModelName + `"),
           for world_model.backend: openai; $WMRL_WORLD_MODEL_API_KEY, when set,
-          is required as the bearer key
+          is required as the bearer key; n > 1, stream: true (server-sent
+          events) and prompts outside the template (answered with no
+          prediction) are served as vLLM serves them
   tinker  the built-in policy over the Tinker training API (/api/v1/...;
           base model "wmrl/builtin-policy"), for policy.backend: tinker; its
           models and futures are kept in Postgres (--database-url; migrated
