@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/backend/realtasks"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -31,3 +33,9 @@ func (twoSuites) Suite(ctx context.Context, seed uint64) (*suite.Suite, error) {
 	}
 	return nil, fmt.Errorf("no suite %d in tests", seed)
 }
+
+// Both task sources describe their data for request_info.
+var (
+	_ Describer = (*builtin.Tasks)(nil)
+	_ Describer = (*realtasks.Source)(nil)
+)
