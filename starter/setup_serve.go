@@ -91,7 +91,9 @@ exists. --services picks them (default: all):
   openai  the built-in world model over OpenAI-compatible chat completions
           (POST /v1/chat/completions, GET /v1/models; model "` + openAIModelName + `"),
           for world_model.backend: openai; $WMRL_WORLD_MODEL_API_KEY, when set,
-          is required as the bearer key
+          is required as the bearer key; n > 1, stream: true (server-sent
+          events) and prompts outside the template (answered with no
+          prediction) are served as vLLM serves them
   tinker  the built-in policy over the Tinker training API (/api/v1/...;
           base model "wmrl/builtin-policy"), for policy.backend: tinker; its
           models and futures are kept in Postgres (--database-url; migrated
@@ -109,6 +111,10 @@ An item names a task of the built-in suite (task, suite), the program (code),
 the execution's seed and limits, and carries its idempotency key (id); a
 result has the status on the reward ladder, the reward, the leaderboard
 position (pos) and feedback. See internal/backend/gradehttp for the contract.
+The reference implementation's items are taken unchanged: one without a
+suite is graded against --suite-seed's suite, its limit keys
+(execution_timeout, memory_limit) lower the limits, and "action":
+"request_info" answers the task's data structure without running anything.
 
 --capacity bounds the executions running at once (and is what /health
 advertises); --wm-capacity the world model's. When $` + gradehttp.TokenEnv + ` is set,
@@ -280,8 +286,8 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 	deps := serveDeps{tasks: b.Tasks}
 	if slices.Contains(o.services, serviceGrade) {
 		deps.grader, deps.worldModel = b.Grader, b.WorldModel
-		deps.graderOptions = gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger}
-		deps.worldModelOptions = gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger}
+		deps.graderOptions = gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger, Suite: &o.suiteSeed}
+		deps.worldModelOptions = gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger, Suite: &o.suiteSeed}
 	}
 	if slices.Contains(o.services, serviceOpenAI) {
 		deps.openAI, deps.openAIKey = b.WorldModel, os.Getenv(openaiwm.EnvAPIKey)

@@ -156,6 +156,26 @@ func TestServe(t *testing.T) {
 	if err != nil || !gs[0].Graded || gs[0].Status != "ok" || gs[0].Score < 0.5 {
 		t.Errorf("grade the example program: %+v, %v", gs, err)
 	}
+	// The reference's item shape (no suite, no id, its limit keys) is
+	// graded against --suite-seed's suite: the same verdict; request_info
+	// answers the data structure.
+	refBody, _ := json.Marshal(map[string]any{"items": []map[string]any{
+		{"task": task.ID, "data_dir": "/data/" + task.ID + "/data", "action": "execute_code", "overview": "o",
+			"limits": map[string]any{"execution_timeout": 600, "cpu_time_limit": 3000, "memory_limit": 64}, "code": task.ExampleProgram},
+		{"task": task.ID, "data_dir": "/data/" + task.ID + "/data", "action": "request_info", "overview": "o"}}, "workers": 1})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/grade", bytes.NewReader(refBody))
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		var res []gradehttp.Result
+		err := json.NewDecoder(resp.Body).Decode(&res)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(res) != 2 || res[0].Reward == nil || len(gs) != 1 || *res[0].Reward != gs[0].Score ||
+			res[1].Status != gradehttp.StatusInfo || !strings.Contains(res[1].Feedback, "rows") {
+			t.Errorf("the reference's items: %d %+v %v; want reward %v and the data structure", resp.StatusCode, res, err, gs)
+		}
+	}
 	wm, err := gradehttp.New(gradehttp.DefaultConfig(url + "/worldmodel"))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/wmrl/wmrl/internal/backend"
@@ -97,4 +98,33 @@ func (t *Tasks) suiteTask(ctx context.Context, suiteSeed uint64, id string) (*su
 		return nil, backend.Permanent(err)
 	}
 	return x, nil
+}
+
+// DescribeData describes a task's data as the reference's request_info
+// answers it: the tables the program sees, their rows and columns, from
+// the task's card (the train split only; the test labels stay hidden). A
+// built-in task has no files: its program reads the two splits as
+// matrices, so the "files" are the splits.
+func (t *Tasks) DescribeData(ctx context.Context, suiteSeed uint64, id string) (string, error) {
+	x, err := t.suiteTask(ctx, suiteSeed, id)
+	if err != nil {
+		return "", err
+	}
+	c := x.Card
+	cols := make([]string, len(c.Features))
+	for i, f := range c.Features {
+		cols[i] = f.Name
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "DATA STRUCTURE (read-only info):\n")
+	fmt.Fprintf(&b, "Task %s of the built-in suite %d: %s, metric %s (higher is better).\n", x.ID, suiteSeed, c.Kind, c.Metric)
+	fmt.Fprintf(&b, "Tables (the built-in suite has no files: a program reads the splits as matrices):\n")
+	fmt.Fprintf(&b, "  train (%d rows)\n      columns: %v + target y\n", c.TrainRows, cols)
+	fmt.Fprintf(&b, "  test (%d rows)\n      columns: %v (the target is hidden)\n", c.TestRows, cols)
+	fmt.Fprintf(&b, "Columns (train split): name, mean, std, corr with y\n")
+	for _, f := range c.Features {
+		fmt.Fprintf(&b, "  %s  %.4g  %.4g  %.3f\n", f.Name, f.Mean, f.Std, f.CorrTarget)
+	}
+	fmt.Fprintf(&b, "  y  %.4g  %.4g\n", c.Target.Mean, c.Target.Std)
+	return b.String(), nil
 }

@@ -179,8 +179,8 @@ func (c *Client) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 		if it.Key == "" {
 			return nil, backend.Permanent(fmt.Errorf("%s: item %d (task %s): no idempotency key", c, i, it.Task.ID))
 		}
-		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: it.Task.Suite,
-			Code: it.Solution, Seed: it.Seed, Overview: it.Task.Prompt, Budget: req.Budget, Limits: lim}
+		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: &it.Task.Suite,
+			Code: it.Solution, Seed: it.Seed, Overview: Overview(it.Task), Budget: req.Budget, Limits: lim}
 	}
 	results, err := c.grade(ctx, items)
 	if err != nil {
@@ -207,8 +207,8 @@ func (c *Client) Score(ctx context.Context, in []backend.ScoreItem) ([]backend.P
 		if it.Key == "" {
 			return nil, backend.Permanent(fmt.Errorf("%s: item %d (task %s): no idempotency key", c, i, it.Task.ID))
 		}
-		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: it.Task.Suite,
-			Code: it.Solution, Overview: it.Task.Prompt}
+		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: &it.Task.Suite,
+			Code: it.Solution, Overview: Overview(it.Task)}
 	}
 	results, err := c.grade(ctx, items)
 	if err != nil {

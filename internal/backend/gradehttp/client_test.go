@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -155,14 +156,14 @@ func TestGradeRequestAndResult(t *testing.T) {
 	}
 	for i, it := range f.got[0].Items {
 		in := items[i]
-		wantItem := Item{ID: in.Key, RequestID: in.Key, Action: "execute_code", Task: in.Task.ID, Suite: 7,
+		wantItem := Item{ID: in.Key, RequestID: in.Key, Action: "execute_code", Task: in.Task.ID, Suite: u64(7),
 			Code: in.Solution, Seed: in.Seed, Overview: "predict y", Budget: 2.5,
 			Limits: &Limits{MemoryBytes: 256 << 20, CPUs: 0.5, Pids: 32, DeadlineSeconds: 1.5}}
-		if it.Limits == nil || *it.Limits != *wantItem.Limits {
+		if it.Limits == nil || it.Limits.Backend() != wantItem.Limits.Backend() {
 			t.Errorf("item %d limits %+v, want %+v", i, it.Limits, wantItem.Limits)
 		}
 		it.Limits, wantItem.Limits = nil, nil
-		if it != wantItem {
+		if !reflect.DeepEqual(it, wantItem) {
 			t.Errorf("item %d on the wire: %+v, want %+v", i, it, wantItem)
 		}
 		if got := f.got[0].Items[i].Limits.Backend(); got != lim {
@@ -344,7 +345,7 @@ func TestScore(t *testing.T) {
 		}
 	}
 	it := f.got[0].Items[3]
-	if it != (Item{ID: "k3", RequestID: "k3", Action: "execute_code", Task: "t", Suite: 9, Code: "s", Overview: "p"}) {
+	if !reflect.DeepEqual(it, Item{ID: "k3", RequestID: "k3", Action: "execute_code", Task: "t", Suite: u64(9), Code: "s", Overview: "p"}) {
 		t.Errorf("world-model item on the wire: %+v", it)
 	}
 }
@@ -500,3 +501,5 @@ func TestTokenRedaction(t *testing.T) {
 	}
 	t.Log(strings.Join(msgs[:4], "\n"))
 }
+
+func u64(v uint64) *uint64 { return &v }

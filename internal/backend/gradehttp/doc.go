@@ -31,9 +31,19 @@
 // that charges or keeps state per execution grades a key once and answers
 // the same result again. task and suite name the task (the service owns
 // its data); code is the solution; seed drives the execution's random
-// choices; overview is the task's prompt when it has one; limits and budget
+// choices; overview is the task's prompt, or a sentence naming the task
+// when it has none (sent on every item: the reference's world-model server
+// requires it); limits and budget
 // are the run's sandbox limits and cost budget (a world-model request
 // carries neither). Fields a service does not know it ignores.
+//
+// The reference's own clients send {"task", "data_dir", "action",
+// "overview", "limits", "code"}: no id, no suite, and its limit keys
+// (execution_timeout and cpu_time_limit in seconds, memory_limit and
+// gpu_memory_limit in GB; Limits.Resolve maps them, the stricter winning),
+// and "action": "request_info" for the task's data structure, answered
+// with status "info" (StatusInfo), reward 0 and the structure as feedback.
+// Package gradeserve serves both shapes.
 //
 // A result is
 //

@@ -15,9 +15,18 @@ const (
 	PathGrade  = "/grade"
 )
 
-// ActionExecute is the action of every item wmrl sends (the reference's
-// "execute_code").
-const ActionExecute = "execute_code"
+// The actions of an item: ActionExecute (the reference's "execute_code",
+// the action of every item wmrl sends) grades the code; ActionRequestInfo
+// (the reference's "request_info") asks for the task's data structure and
+// runs nothing.
+const (
+	ActionExecute     = "execute_code"
+	ActionRequestInfo = "request_info"
+)
+
+// StatusInfo is the status of the answer to a request_info item (no
+// verdict: its reward is 0 and its feedback is the data structure).
+const StatusInfo = "info"
 
 // Request is the body of POST /grade.
 type Request struct {
@@ -31,21 +40,104 @@ type Item struct {
 	RequestID string `json:"request_id,omitempty"`
 	Action    string `json:"action"`
 	Task      string `json:"task"`
-	Suite     uint64 `json:"suite"`
-	Code      string `json:"code"`
-	Seed      uint64 `json:"seed"`
-	// Overview is the task's prompt, when it has one.
-	Overview string  `json:"overview,omitempty"`
+	// Suite names the task's suite; nil (absent) is the server's own
+	// suite, and refused by a server that has none.
+	Suite *uint64 `json:"suite"`
+	// DataDir is the reference's path of the task's data on its grading
+	// node; wmrl's services own their data and do not read it.
+	DataDir string `json:"data_dir,omitempty"`
+	Code    string `json:"code"`
+	Seed    uint64 `json:"seed"`
+	// Overview is the task as the agent saw it (Overview), sent on every
+	// item: the reference's world-model server requires it.
+	Overview string  `json:"overview"`
 	Budget   float64 `json:"budget,omitempty"`
 	Limits   *Limits `json:"limits,omitempty"`
 }
 
-// Limits are backend.Limits on the wire, the deadline in seconds.
+// Overview is a task's overview on the wire: its prompt, or, for a task
+// without one (the built-in suite's), a sentence naming it.
+func Overview(t backend.Task) string {
+	if t.Prompt != "" {
+		return t.Prompt
+	}
+	return fmt.Sprintf("Task %s of the built-in suite %d (%s split).", t.ID, t.Suite, t.Split)
+}
+
+// Limits are backend.Limits on the wire, the deadline in seconds, and the
+// reference's own limit keys (agentic_grader's DEFAULT_LIMITS), which a
+// reference client sends instead.
 type Limits struct {
 	MemoryBytes     int64   `json:"memory_bytes"`
 	CPUs            float64 `json:"cpus"`
 	Pids            int64   `json:"pids"`
 	DeadlineSeconds float64 `json:"deadline_seconds"`
+
+	// ExecutionTimeout is the reference's wall-clock limit in seconds and
+	// MemoryLimitGB its memory limit in GB (10⁹ bytes).
+	ExecutionTimeout *float64 `json:"execution_timeout,omitempty"`
+	MemoryLimitGB    *float64 `json:"memory_limit,omitempty"`
+	// CPUTimeLimit (CPU seconds) and GPUMemoryLimitGB have no counterpart
+	// in wmrl's sandbox (it bounds CPUs and wall time, and has no GPU):
+	// they are read, checked and not enforced.
+	CPUTimeLimit     *float64 `json:"cpu_time_limit,omitempty"`
+	GPUMemoryLimitGB *float64 `json:"gpu_memory_limit,omitempty"`
+
+	// native reports whether the body held any of wmrl's own keys.
+	native bool
+}
+
+// nativeKeys are wmrl's limit keys.
+var nativeKeys = []string{"memory_bytes", "cpus", "pids", "deadline_seconds"}
+
+// UnmarshalJSON reads the limits and which of wmrl's keys they hold. Keys
+// neither wmrl nor the reference knows are ignored, as the reference's
+// grader ignores keys it does not read.
+func (l *Limits) UnmarshalJSON(b []byte) error {
+	type plain Limits
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	*l = Limits(p)
+	for _, k := range nativeKeys {
+		if _, ok := keys[k]; ok {
+			l.native = true
+		}
+	}
+	return nil
+}
+
+// Resolve returns the limits an item asks for: wmrl's keys when it has
+// any (all four, as LimitsOf writes them), else defaults; then each
+// reference key present lowers its counterpart (the stricter of the two
+// wins). A reference value that is not a positive number is an error
+// naming its key.
+func (l *Limits) Resolve(defaults backend.Limits) (backend.Limits, error) {
+	out := defaults
+	if l.native {
+		out = l.Backend()
+	}
+	for _, k := range []struct {
+		name string
+		v    *float64
+	}{{"execution_timeout", l.ExecutionTimeout}, {"memory_limit", l.MemoryLimitGB},
+		{"cpu_time_limit", l.CPUTimeLimit}, {"gpu_memory_limit", l.GPUMemoryLimitGB}} {
+		if k.v != nil && !(*k.v > 0 && !math.IsInf(*k.v, 0)) {
+			return backend.Limits{}, fmt.Errorf("%s: %v, want a number > 0", k.name, *k.v)
+		}
+	}
+	if l.ExecutionTimeout != nil && *l.ExecutionTimeout*float64(time.Second) < float64(out.Deadline) {
+		out.Deadline = time.Duration(math.Round(*l.ExecutionTimeout * float64(time.Second)))
+	}
+	if l.MemoryLimitGB != nil && *l.MemoryLimitGB*1e9 < float64(out.MemoryBytes) {
+		out.MemoryBytes = int64(*l.MemoryLimitGB * 1e9)
+	}
+	return out, nil
 }
 
 // LimitsOf is l on the wire.
@@ -65,12 +157,19 @@ func (l *Limits) Backend() backend.Limits {
 // Result is one item's verdict (see the package doc). Reward and Pos are
 // pointers because the reference sends null for "none".
 type Result struct {
-	ID       string   `json:"id,omitempty"`
-	Status   string   `json:"status"`
-	Reward   *float64 `json:"reward"`
-	Pos      *float64 `json:"pos"`
-	Feedback string   `json:"feedback,omitempty"`
-	Metric   *float64 `json:"metric,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Action echoes the item's action, as the reference's servers do.
+	Action string   `json:"action,omitempty"`
+	Status string   `json:"status"`
+	Reward *float64 `json:"reward"`
+	Pos    *float64 `json:"pos"`
+	// Feedback is always present: the reference's agent loop reads it.
+	Feedback string `json:"feedback"`
+	// FeedbackRaw is the feedback before any cut (the reference's
+	// feedback_raw); Compiles says whether the code parsed, when known.
+	FeedbackRaw string   `json:"feedback_raw,omitempty"`
+	Compiles    *bool    `json:"compiles,omitempty"`
+	Metric      *float64 `json:"metric,omitempty"`
 	// ExecTime is the wall seconds and CPUSeconds the CPU seconds of the
 	// execution.
 	ExecTime   float64 `json:"exec_time,omitempty"`

@@ -110,3 +110,53 @@ func TestProtocolFixtures(t *testing.T) {
 		t.Errorf("predictions %+v, want %+v", ps, want)
 	}
 }
+
+// TestLimitsResolve: the reference's limit keys lower wmrl's limits (the
+// stricter wins), unknown keys are ignored, bad values name their key.
+func TestLimitsResolve(t *testing.T) {
+	def := backend.DefaultLimits() // 512 MiB, 1 CPU, 64 pids, 30 s
+	for _, tt := range []struct {
+		give    string
+		want    backend.Limits
+		wantErr string
+	}{
+		{`{"execution_timeout": 600, "cpu_time_limit": 3000, "memory_limit": 64}`, def, ""},
+		{`{"execution_timeout": 5, "memory_limit": 0.25, "gpu_memory_limit": 19, "something_new": 1}`,
+			backend.Limits{MemoryBytes: 250_000_000, CPUs: 1, Pids: 64, Deadline: 5 * time.Second}, ""},
+		{`{"memory_bytes": 1073741824, "cpus": 2, "pids": 32, "deadline_seconds": 120, "execution_timeout": 60}`,
+			backend.Limits{MemoryBytes: 1 << 30, CPUs: 2, Pids: 32, Deadline: 60 * time.Second}, ""},
+		{`{"memory_bytes": 1073741824, "cpus": 2, "pids": 32, "deadline_seconds": 120, "execution_timeout": 600}`,
+			backend.Limits{MemoryBytes: 1 << 30, CPUs: 2, Pids: 32, Deadline: 120 * time.Second}, ""},
+		{`{"execution_timeout": 0}`, backend.Limits{}, "execution_timeout: 0, want a number > 0"},
+		{`{"cpu_time_limit": -1}`, backend.Limits{}, "cpu_time_limit: -1, want a number > 0"},
+	} {
+		var l Limits
+		if err := json.Unmarshal([]byte(tt.give), &l); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Resolve(def)
+		if (err != nil || tt.wantErr != "") && (err == nil || err.Error() != tt.wantErr) {
+			t.Errorf("%s: error %v, want %q", tt.give, err, tt.wantErr)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.give, got, tt.want)
+		}
+	}
+}
+
+// TestOverviewAlwaysSent: an item of a task without a prompt still
+// carries an overview (the reference's world model asserts it).
+func TestOverviewAlwaysSent(t *testing.T) {
+	task := backend.Task{Suite: 7, ID: "reg-linear-000", Split: backend.Train}
+	b, err := json.Marshal(Item{Task: task.ID, Overview: Overview(task)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"overview":"Task reg-linear-000 of the built-in suite 7 (train split)."`)) {
+		t.Errorf("item %s: no overview", b)
+	}
+	if got := Overview(backend.Task{Prompt: "predict y"}); got != "predict y" {
+		t.Errorf("overview of a prompted task: %q", got)
+	}
+}

@@ -41,10 +41,12 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"gonum.org/v1/gonum/mat"
@@ -312,4 +314,71 @@ func mostFrequent(rows [][]string, ti int, labels []string) string {
 		}
 	}
 	return best
+}
+
+// DescribeData describes a task's data as the reference's request_info
+// answers it: the files of public/ (what a solution reads at
+// /data/public) with their sizes, and for each CSV its columns and row
+// count; the task's kind, metric, id column and target first. private/
+// is never listed.
+func (s *Source) DescribeData(_ context.Context, _ uint64, id string) (string, error) {
+	t, err := s.Store.Get(id)
+	if errors.Is(err, tasks.ErrNotFound) {
+		return "", backend.Permanent(fmt.Errorf("task store: %w: %q", tasks.ErrNotFound, id))
+	}
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	sp := t.Spec
+	fmt.Fprintf(&b, "DATA STRUCTURE (read-only info):\n")
+	fmt.Fprintf(&b, "Task %s: %s, metric %s (%s), id column %s, target %s", sp.ID, sp.Kind, sp.Metric, sp.Direction, sp.IDColumn, sp.Target)
+	if len(sp.Labels) > 0 {
+		fmt.Fprintf(&b, ", labels %v", sp.Labels)
+	}
+	fmt.Fprintf(&b, ".\nFiles in DATA_DIR (/data/public):\n")
+	for _, f := range t.Files {
+		name, ok := strings.CutPrefix(f.Path, "public/")
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s (%d bytes)\n", name, f.Size)
+		if !strings.HasSuffix(name, ".csv") {
+			continue
+		}
+		header, rows, err := csvShape(t.Path(f.Path))
+		if err != nil {
+			fmt.Fprintf(&b, "      (not readable as CSV: %v)\n", err)
+			continue
+		}
+		fmt.Fprintf(&b, "      %d rows, columns: %v\n", rows, header)
+	}
+	return b.String(), nil
+}
+
+// csvShape returns a CSV file's header and its number of data rows.
+func csvShape(path string) ([]string, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err != nil {
+		return nil, 0, err
+	}
+	header = slices.Clone(header)
+	rows := 0
+	for {
+		_, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return header, rows, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		rows++
+	}
 }

@@ -184,3 +184,26 @@ func TestCard(t *testing.T) {
 		t.Errorf("vector length %d, want %d", len(c.Vector()), suite.VectorLen)
 	}
 }
+
+// TestDescribeData: a real task's public files with their CSV columns and
+// row counts; private/ is never listed; an unknown id is permanent.
+func TestDescribeData(t *testing.T) {
+	s := &Source{Store: newStore(t, 1)}
+	got, err := s.DescribeData(t.Context(), 0, "task-00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Task task-00: regression, metric rmse (minimize), id column id, target y.",
+		"train.csv (", "5 rows, columns: [id a b y]", "test.csv (", "2 rows, columns: [id a b]",
+		"sample_submission.csv (", "2 rows, columns: [id y]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("description lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "answers") || strings.Contains(got, "private") {
+		t.Errorf("description shows private files:\n%s", got)
+	}
+	if _, err := s.DescribeData(t.Context(), 0, "nope"); !backend.IsPermanent(err) {
+		t.Errorf("unknown task: %v", err)
+	}
+}

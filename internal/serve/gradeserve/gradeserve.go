@@ -12,6 +12,13 @@
 // does not answer) is a 500, which clients retry. With a token, /grade
 // requires "Authorization: Bearer TOKEN" (401 otherwise); /health is open.
 //
+// Items in the reference's shape are served too (docs/design.md, "The
+// remote adapters"): an item without a suite is graded against
+// Options.Suite, and refused naming items[i].suite when there is none;
+// the reference's limit keys lower wmrl's limits (Limits.Resolve);
+// "action": "request_info" is answered with the task's data structure
+// (Describer) without grading anything.
+//
 // The grader answers wmrl's status words (ok, invalid_program,
 // runtime_error, timeout, memory, invalid_output) with the executor's
 // reward, position, metric, detail and timings. The world model answers
@@ -57,6 +64,16 @@ type Options struct {
 	// Logger receives the grader's failures (nil: none). It never sees a
 	// token.
 	Logger *zap.Logger
+	// Suite is the suite of an item that names none (the reference's
+	// clients never do); nil: such an item is refused, naming its suite.
+	Suite *uint64
+}
+
+// Describer is a task source that describes a task's data: the answer to
+// a request_info item (builtin.Tasks is one). A source that is not gets
+// the task's id, split and prompt.
+type Describer interface {
+	DescribeData(ctx context.Context, suite uint64, id string) (string, error)
 }
 
 // gradeFunc grades one checked item of a known task.
@@ -216,6 +233,9 @@ type checked struct {
 	item   gradehttp.Item
 	task   backend.Task
 	limits backend.Limits
+	// info is the data structure of a request_info item, which is
+	// answered without grading.
+	info string
 }
 
 // run reads, checks and grades a request.
@@ -234,6 +254,10 @@ func (s *server) run(r *http.Request) ([]gradehttp.Result, error) {
 	results := make([]gradehttp.Result, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range todo {
+		if c.item.Action == gradehttp.ActionRequestInfo {
+			results[i] = infoResult(c.item.ID, c.info)
+			continue
+		}
 		g.Go(func() error {
 			select {
 			case s.slots <- struct{}{}:
@@ -252,6 +276,7 @@ func (s *server) run(r *http.Request) ([]gradehttp.Result, error) {
 			if err != nil {
 				return fmt.Errorf("items[%d]: %w", i, err)
 			}
+			res.Action = gradehttp.ActionExecute
 			results[i] = res
 			return nil
 		})
@@ -299,30 +324,70 @@ func (s *server) check(ctx context.Context, i int, it gradehttp.Item) (checked, 
 	if it.ID == "" {
 		it.ID = it.RequestID
 	}
+	if it.Action == "" {
+		it.Action = gradehttp.ActionExecute
+	}
 	switch {
-	case it.Action != "" && it.Action != gradehttp.ActionExecute:
-		return checked{}, badRequest("items[%d].action: %q, want %q", i, clip(it.Action), gradehttp.ActionExecute)
+	case it.Action != gradehttp.ActionExecute && it.Action != gradehttp.ActionRequestInfo:
+		return checked{}, badRequest("items[%d].action: %q, want %q or %q", i, clip(it.Action),
+			gradehttp.ActionExecute, gradehttp.ActionRequestInfo)
 	case it.Task == "":
 		return checked{}, badRequest("items[%d].task: missing", i)
+	case it.Suite == nil && s.o.Suite == nil:
+		return checked{}, badRequest("items[%d].suite: missing, and this server has no default suite", i)
 	case math.IsNaN(it.Budget) || math.IsInf(it.Budget, 0) || it.Budget < 0:
 		return checked{}, badRequest("items[%d].budget: %v, want a number >= 0", i, it.Budget)
 	}
+	suite := s.o.Suite
+	if it.Suite != nil {
+		suite = it.Suite
+	}
 	c := checked{item: it, limits: backend.DefaultLimits()}
 	if it.Limits != nil {
-		c.limits = it.Limits.Backend()
-		if err := c.limits.Check(); err != nil {
+		l, err := it.Limits.Resolve(backend.DefaultLimits())
+		if err != nil {
+			return checked{}, badRequest("items[%d].limits.%v", i, err)
+		}
+		if err := l.Check(); err != nil {
 			return checked{}, badRequest("items[%d].limits: %v", i, err)
 		}
+		c.limits = l
 	}
-	task, err := s.tasks.Task(ctx, it.Suite, it.Task)
+	task, err := s.tasks.Task(ctx, *suite, it.Task)
 	if backend.IsPermanent(err) {
 		return checked{}, badRequest("items[%d].task: %v", i, err)
 	}
 	if err != nil {
-		return checked{}, fmt.Errorf("items[%d]: task %s of suite %d: %w", i, clip(it.Task), it.Suite, err)
+		return checked{}, fmt.Errorf("items[%d]: task %s of suite %d: %w", i, clip(it.Task), *suite, err)
 	}
 	c.task = task
+	if it.Action == gradehttp.ActionRequestInfo {
+		if c.info, err = s.describe(ctx, task); err != nil {
+			return checked{}, fmt.Errorf("items[%d]: describe task %s of suite %d: %w", i, clip(it.Task), *suite, err)
+		}
+	}
 	return c, nil
+}
+
+// describe is a task's data structure, for request_info.
+func (s *server) describe(ctx context.Context, task backend.Task) (string, error) {
+	if d, ok := s.tasks.(Describer); ok {
+		return d.DescribeData(ctx, task.Suite, task.ID)
+	}
+	info := fmt.Sprintf("DATA STRUCTURE (read-only info):\nTask %s of suite %d (%s split).", task.ID, task.Suite, task.Split)
+	if task.Prompt != "" {
+		info += "\n" + task.Prompt
+	}
+	return info, nil
+}
+
+// infoResult is the answer to a request_info item, in the reference's
+// shape: status "info", reward 0, no position, the data structure as the
+// feedback.
+func infoResult(id, info string) gradehttp.Result {
+	zero, compiles := 0.0, true
+	return gradehttp.Result{ID: id, Action: gradehttp.ActionRequestInfo, Status: gradehttp.StatusInfo, Reward: &zero,
+		Feedback: info, FeedbackRaw: info, Compiles: &compiles}
 }
 
 // writeJSON answers v; a value JSON cannot hold (a NaN score of a broken

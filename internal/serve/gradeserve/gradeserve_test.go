@@ -306,8 +306,14 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/grade", `{"items": [` + good + `, 5]}`, 400, "items[1]: json: cannot unmarshal number"},
 		{"POST", "/grade", `{"items": [` + good + `, {"id":"x","suite":7}]}`, 400, "items[1].task: missing"},
 		{"POST", "/grade", `{"items": [` + good + `, {"id":"x","task":"nope","suite":7}]}`, 400, `items[1].task: `},
-		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"action":"request_info"}]}`, 400,
-			`items[0].action: "request_info", want "execute_code"`},
+		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"action":"submit"}]}`, 400,
+			`items[0].action: "submit", want "execute_code" or "request_info"`},
+		{"POST", "/grade", `{"items": [` + good + `, {"id":"x","task":"` + task + `"}]}`, 400,
+			"items[1].suite: missing, and this server has no default suite"},
+		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"limits":{"execution_timeout":-5}}]}`, 400,
+			"items[0].limits.execution_timeout: -5, want a number > 0"},
+		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"limits":{"memory_limit":0.001}}]}`, 400,
+			"items[0].limits: sandbox.memory"},
 		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"budget":-1}]}`, 400, "items[0].budget: -1"},
 		{"POST", "/grade", `{"items": [{"id":"x","task":"` + task + `","suite":7,"limits":{"memory_bytes":536870912,"cpus":0,"pids":64,"deadline_seconds":30}}]}`,
 			400, "items[0].limits: sandbox.cpus: 0 is not a positive number"},
@@ -466,4 +472,102 @@ func TestUnencodableAnswer(t *testing.T) {
 	if err == nil || backend.IsPermanent(err) || !strings.Contains(err.Error(), "500 Internal Server Error (1 attempt): encode answer: json: unsupported value: NaN") {
 		t.Errorf("NaN prediction: %v", err)
 	}
+}
+
+// TestNoSuiteIsNotSuiteZero: an item naming no suite is graded against
+// the server's own suite when it has one, and refused naming the field
+// when it has none; never against suite 0's task of the same id.
+func TestNoSuiteIsNotSuiteZero(t *testing.T) {
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := builtin.New(twoSuites{}, wm, &testenv.InProcess{})
+	it := items(t)[0]
+	body := fmt.Sprintf(`{"items": [{"id":"k","task":%q,"code":%q,"limits":{"execution_timeout":300}}]}`, it.Task.ID, it.Solution)
+	post := func(srv *httptest.Server) (int, string) {
+		resp, err := http.Post(srv.URL+"/grade", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The program is the panel's best on the task of suite 7: position 1.
+	seven := uint64(testenv.SuiteSeed)
+	code, got := post(serve(t)(NewGrader(b.Grader, b.Tasks, Options{Capacity: 1, Suite: &seven})))
+	var res []gradehttp.Result
+	if code != 200 || json.Unmarshal([]byte(got), &res) != nil || len(res) != 1 || res[0].Reward == nil || *res[0].Reward != 1 {
+		t.Errorf("default suite %d: %d %s, want reward 1", seven, code, got)
+	}
+	code, got = post(serve(t)(NewGrader(b.Grader, b.Tasks, Options{Capacity: 1})))
+	if code != 400 || !strings.Contains(got, "items[0].suite: missing") {
+		t.Errorf("no default suite: %d %s, want a 400 naming items[0].suite", code, got)
+	}
+}
+
+// TestReferenceItems replays the reference's item shapes
+// (testdata/README.md) against the grader and the world model of a server
+// whose suite is the test suite: its limit keys are read, request_info is
+// answered with the data structure and runs nothing.
+func TestReferenceItems(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join("testdata", "reference_items.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seven := uint64(testenv.SuiteSeed)
+	sb := &testenv.InProcess{}
+	b := builtinBackend(t, sb)
+	post := func(srv *httptest.Server, body string) []map[string]any {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/grade", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var res []map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal(raw, &res) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+		return res
+	}
+	grader := serve(t)(NewGrader(b.Grader, b.Tasks, Options{Capacity: 2, Suite: &seven}))
+	wm := serve(t)(NewWorldModel(b.WorldModel, b.Tasks, Options{Capacity: 2, Suite: &seven}))
+	checkInfo := func(name string, r map[string]any) {
+		fb, _ := r["feedback"].(string)
+		if r["action"] != "request_info" || r["status"] != "info" || r["reward"] != 0.0 || r["pos"] != nil ||
+			r["compiles"] != true || r["feedback_raw"] != fb ||
+			!strings.Contains(fb, "train (91 rows)") || !strings.Contains(fb, "test (60 rows)") || !strings.Contains(fb, "[x0 x1 x2 x3]") {
+			t.Errorf("%s: request_info answered %v", name, r)
+		}
+	}
+	res := post(grader, string(body))
+	if len(res) != 3 || res[0]["status"] != "ok" || res[0]["reward"] != 1.0 || res[0]["action"] != "execute_code" ||
+		res[2]["status"] != "invalid_program" || res[2]["reward"] != 0.0 {
+		t.Errorf("grader: %v", res)
+	}
+	for _, r := range res {
+		if _, ok := r["feedback"]; !ok {
+			t.Errorf("grader: no feedback in %v (the reference's loop reads it)", r)
+		}
+	}
+	checkInfo("grader", res[1])
+	runs := sb.Runs()
+	var req struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	checkInfo("grader alone", post(grader, `{"items": [`+string(req.Items[1])+`]}`)[0])
+	if sb.Runs() != runs {
+		t.Errorf("request_info ran %d executions", sb.Runs()-runs)
+	}
+	res = post(wm, string(body))
+	if len(res) != 3 || res[0]["status"] != "ok" || res[2]["status"] != backend.StatusUngraded {
+		t.Errorf("world model: %v", res)
+	}
+	checkInfo("world model", res[1])
 }

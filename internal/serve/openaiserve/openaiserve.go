@@ -9,11 +9,23 @@
 // body.
 //
 // A solution the model cannot read is answered {"status": "malformed"} (the
-// reward ladder's 0), an ungraded prediction with text holding no JSON. A
-// bad request is a 400 (404 for an unknown model) with an OpenAI-style
-// error object naming the parameter; a task source or model failure is a
-// 500, which clients retry. Token counts are whitespace-separated words,
-// not a tokenizer's.
+// reward ladder's 0), an ungraded prediction with text holding no JSON. As
+// a model server (vLLM, OpenAI) answers any prompt, a last user message
+// outside openaiwm's template is answered too: a completion saying the
+// world model gives no prediction and why (NoPrediction), text holding no
+// JSON object, which a world-model client reads as ungraded, never as a
+// score. n asks for n choices (1 to MaxN): the model is deterministic, so
+// they are the same answer, and the same request (seed included) gives the
+// same body. stream: true answers server-sent events in OpenAI's chunk
+// format ("data: {chat.completion.chunk}", per choice a chunk with the
+// role, one with the content in delta and one with finish_reason; with
+// stream_options.include_usage a last chunk with no choices and the usage;
+// then "data: [DONE]"). A bad request is a 400 (404 for an unknown model)
+// with an OpenAI-style error object naming the parameter (n out of range,
+// stream_options without stream, messages without a user message or with a
+// non-text part, a template prompt naming an unknown task); a task source
+// or model failure is a 500, which clients retry. Token counts are
+// whitespace-separated words, not a tokenizer's.
 package openaiserve
 
 import (
@@ -136,11 +148,23 @@ func (s *server) models(w http.ResponseWriter, r *http.Request) {
 // parameters (temperature, seed, max_tokens, ...) do not change a
 // deterministic model's answer.
 type request struct {
-	Model    string    `json:"model"`
-	Messages []message `json:"messages"`
-	Stream   bool      `json:"stream"`
-	N        *int      `json:"n"`
+	Model         string    `json:"model"`
+	Messages      []message `json:"messages"`
+	Stream        bool      `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N *int `json:"n"`
 }
+
+// MaxN is the most choices a request may ask for (n).
+const MaxN = 128
+
+// NoPrediction begins the answer to a prompt outside openaiwm's template:
+// the world model cannot judge it, and says so in text holding no JSON
+// object, so that a world-model client reads no prediction (ungraded), as
+// it reads any answer without one.
+const NoPrediction = "The world model gives no prediction: the last user message is not a world-model prompt of openaiwm.DefaultTemplate"
 
 type message struct {
 	Role    string          `json:"role"`
@@ -219,46 +243,126 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
 			fmt.Sprintf("the model %q does not exist; this server serves %q", req.Model, s.model))
 		return
-	case req.Stream:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "stream", "",
-			"stream is not supported by this server")
-		return
-	case req.N != nil && *req.N != 1:
+	case req.N != nil && (*req.N < 1 || *req.N > MaxN):
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "n", "",
-			fmt.Sprintf("n is %d; this server answers one choice", *req.N))
+			fmt.Sprintf("n is %d; want 1 to %d", *req.N, MaxN))
 		return
+	case req.StreamOptions != nil && !req.Stream:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "stream_options", "",
+			"stream_options is only allowed when stream is true")
+		return
+	}
+	n := 1
+	if req.N != nil {
+		n = *req.N
 	}
 	prompt, words, err := lastUser(req.Messages)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "", err.Error())
 		return
 	}
+	var content string
 	suite, id, solution, err := openaiwm.ReadPrompt(prompt)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "",
-			"the last user message is not a world-model prompt of openaiwm.DefaultTemplate: "+err.Error())
-		return
-	}
-	content, status, msg := s.score(r.Context(), suite, id, solution, r.Header.Get("X-Client-Request-Id"))
-	if status != http.StatusOK {
-		typ := "invalid_request_error"
-		param := "messages"
-		if status >= 500 {
-			typ, param = "server_error", ""
+		// Not a prompt the world model reads: a completion saying so,
+		// as a model server answers any prompt.
+		content = NoPrediction + " (" + noBraces(err.Error()) + ")."
+	} else {
+		var status int
+		var msg string
+		content, status, msg = s.score(r.Context(), suite, id, solution, r.Header.Get("X-Client-Request-Id"))
+		if status != http.StatusOK {
+			typ := "invalid_request_error"
+			param := "messages"
+			if status >= 500 {
+				typ, param = "server_error", ""
+			}
+			writeError(w, status, typ, param, "", msg)
+			return
 		}
-		writeError(w, status, typ, param, "", msg)
-		return
 	}
 	sum := sha256.Sum256(body)
 	out := len(strings.Fields(content))
-	writeJSON(w, http.StatusOK, completion{
+	c := completion{
 		ID:     "chatcmpl-" + hex.EncodeToString(sum[:12]),
 		Object: "chat.completion",
 		Model:  s.model,
-		Choices: []choice{{Message: answer{Role: "assistant", Content: content}, FinishReason: "stop",
-			Logprobs: json.RawMessage("null")}},
-		Usage: usage{PromptTokens: words, CompletionTokens: out, TotalTokens: words + out},
-	})
+		Usage:  usage{PromptTokens: words, CompletionTokens: n * out, TotalTokens: words + n*out},
+	}
+	if req.Stream {
+		stream(w, c, n, content, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	// The model is deterministic: every choice is the same answer.
+	for i := range n {
+		c.Choices = append(c.Choices, choice{Index: i, Message: answer{Role: "assistant", Content: content},
+			FinishReason: "stop", Logprobs: json.RawMessage("null")})
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// noBraces keeps an explanation free of JSON objects.
+func noBraces(s string) string {
+	return strings.NewReplacer("{", "(", "}", ")").Replace(s)
+}
+
+// chunk is one server-sent event of a streamed completion.
+type chunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usage        `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        delta           `json:"delta"`
+	FinishReason *string         `json:"finish_reason"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+}
+
+type delta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// stream answers c as server-sent events in OpenAI's chunk format: per
+// choice a first chunk with the role, one with the content and a last one
+// with the finish reason; then, when asked (stream_options.include_usage),
+// a chunk with no choices and the usage; then "data: [DONE]".
+func stream(w http.ResponseWriter, c completion, n int, content string, includeUsage bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(choices []chunkChoice, u *usage) {
+		b, err := json.Marshal(chunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model,
+			Choices: choices, Usage: u})
+		if err != nil {
+			return // every field is a string or an int
+		}
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	empty, stop := "", "stop"
+	null := json.RawMessage("null")
+	for i := range n {
+		send([]chunkChoice{{Index: i, Delta: delta{Role: "assistant", Content: &empty}, Logprobs: null}}, nil)
+		send([]chunkChoice{{Index: i, Delta: delta{Content: &content}, Logprobs: null}}, nil)
+		send([]chunkChoice{{Index: i, Delta: delta{}, FinishReason: &stop, Logprobs: null}}, nil)
+	}
+	if includeUsage {
+		u := c.Usage
+		send([]chunkChoice{}, &u)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
