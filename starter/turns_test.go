@@ -1,9 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/runreport"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -65,6 +68,62 @@ func TestIntegrationTurns(t *testing.T) {
 	for _, w := range []string{"turns (16 trajectories", " | 2: ", " | 3: ", "... 14 more (--json"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("inspect text lacks %q", w)
+		}
+	}
+
+	// The report: reward by turn index and the share that improved, for
+	// each source, over the 3 completed steps (4 anchor trajectories and
+	// 12 world-model ones each).
+	var d runreport.Data
+	e.wmrlJSON(t, &d, "report", name)
+	if d.Turns == nil || d.Turns.K != 3 || len(d.Turns.ByIndex) != 6 {
+		t.Fatalf("report turns %+v, want 3 turns of 2 sources", d.Turns)
+	}
+	want := map[store.Source]int{store.SourceReal: 3 * 4, store.SourceWorldModel: 3 * 12}
+	for i, x := range d.Turns.ByIndex {
+		if x.Turn != 1+i/2 || x.Turns != want[x.Source] || x.Answered != x.Turns || x.Rewarded != x.Turns ||
+			(x.Source == store.SourceReal) != (x.WMGraded == x.Turns) || x.MeanReward <= 0 || x.MeanReward > 1 {
+			t.Errorf("report turn row %d: %+v", i, x)
+		}
+	}
+	turns, err := e.st.StepTurns(t.Context(), name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	improved := map[store.Source]int{}
+	for i := 0; i < len(turns); i += 3 {
+		if r := turns[i : i+3]; max(*r[1].Answer.Reward, *r[2].Answer.Reward) > *r[0].Answer.Reward {
+			improved[r[0].Source]++
+		}
+	}
+	for _, x := range d.Turns.Improved {
+		if x.Compared != want[x.Source] || x.Improved > x.Compared {
+			t.Errorf("improved %+v, want %d compared", x, want[x.Source])
+		}
+	}
+	step0, err := e.st.TurnImprovements(t.Context(), name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range step0 {
+		if x.Improved != improved[x.Source] {
+			t.Errorf("step 0, %s: %d improved, counted %d from its turns", x.Source, x.Improved, improved[x.Source])
+		}
+	}
+	page := filepath.Join(t.TempDir(), "turns.html")
+	out, err = e.wmrl(t, "report", name, "--out", page)
+	if err != nil || !strings.Contains(out, "turns: 3 per trajectory; mean reward by turn: real ") ||
+		!strings.Contains(out, "improved after turn 1: real ") {
+		t.Errorf("report: %v\n%s", err, out)
+	}
+	t.Logf("wmrl report:\n%s", out)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`<section id="turns">`, `<figure id="fig-turns">`, "Improved after their first turn", "<td class=\"l\">world_model</td>"} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("report page lacks %q", w)
 		}
 	}
 }
