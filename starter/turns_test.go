@@ -121,6 +121,23 @@ func TestIntegrationTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// worldmodel anchors: the trajectory-level pairs (4 anchor trajectories
+	// a step) and, per turn index, the per-turn pairs of the same turns.
+	var an anchorsReport
+	e.wmrlJSON(t, &an, "worldmodel", "anchors", name)
+	if len(an.Ranges) != 1 || an.Ranges[0].Pairs != 12 || len(an.Turns) != 3 {
+		t.Fatalf("anchors: ranges %+v, turns %+v; want 12 pairs and 3 turn indices", an.Ranges, an.Turns)
+	}
+	for i, tr := range an.Turns {
+		if tr.Turn != i+1 || len(tr.Ranges) != 1 || tr.Ranges[0].Pairs != 12 || tr.Ranges[0].Groups != 3 {
+			t.Errorf("anchors, turn %d: %+v; want 12 pairs in 3 groups", i+1, tr)
+		}
+	}
+	text, err = e.wmrl(t, "worldmodel", "anchors", name)
+	if err != nil || !strings.Contains(text, "per turn index (every real turn") {
+		t.Errorf("worldmodel anchors: %v\n%s", err, text)
+	}
+	t.Logf("wmrl worldmodel anchors:\n%s", text)
 	for _, w := range []string{`<section id="turns">`, `<figure id="fig-turns">`, "Improved after their first turn", "<td class=\"l\">world_model</td>"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("report page lacks %q", w)
