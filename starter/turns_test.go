@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,22 @@ func TestIntegrationTurns(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
 	t.Logf("wmrl run --preset tiny (3 turns):\n%s", out)
+	// The step line: 3 turns; 4 anchor trajectories executed 3 times; the
+	// world model answers 12 trajectories' 3 turns and grades the 12 real
+	// turns.
+	for step := range 3 {
+		if w := fmt.Sprintf("step %d: rho ", step); !strings.Contains(out, w) {
+			t.Errorf("run output lacks %q", w)
+		}
+	}
+	if n := strings.Count(out, "anchors 1 groups, 3 turns, 12 executed, 48 world-model calls, reward "); n != 3+1 {
+		t.Errorf("run output: %d step lines with 3 turns, 12 executed, 48 world-model calls; want 3 and the status's last step", n)
+	}
+	var sr statusReport
+	e.wmrlJSON(t, &sr, "status", name)
+	if sr.LastTurns == nil || *sr.LastTurns != (turnCost{Turns: 3, WMCalls: 48}) {
+		t.Errorf("status last_turns %+v, want 3 turns, 48 world-model calls", sr.LastTurns)
+	}
 
 	var in inspectReport
 	e.wmrlJSON(t, &in, "inspect", name, "--step", "1")
