@@ -155,7 +155,7 @@ func TestIntegrationTurns(t *testing.T) {
 		t.Errorf("worldmodel anchors: %v\n%s", err, text)
 	}
 	t.Logf("wmrl worldmodel anchors:\n%s", text)
-	for _, w := range []string{`<section id="turns">`, `<figure id="fig-turns">`, "Improved after their first turn", "<td class=\"l\">world_model</td>"} {
+	for _, w := range []string{`<section id="turns">`, `<figure id="fig-turns">`, "Improved after their first turn", " 36 real turns executed: ", "<td class=\"l\">world_model</td>"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("report page lacks %q", w)
 		}

@@ -231,6 +231,13 @@ func turnsSection(t *Turns) sec {
 	} else {
 		s.note = "Improved after their first turn (a later turn's reward above the first's): " + strings.Join(notes, "; ") + "."
 	}
+	executed := 0
+	for _, x := range t.ByIndex {
+		if x.Source == store.SourceReal {
+			executed += x.Answered
+		}
+	}
+	s.note += fmt.Sprintf(" %d real turns executed: the executions elsewhere on this page count executed trajectories, their CPU seconds every turn's.", executed)
 	return s
 }
 
