@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,6 +27,41 @@ type anchorsReport struct {
 	// model the versions extend; Versions are the runs' versions.
 	Frozen   []worldmodel.StepRange    `json:"frozen,omitempty"`
 	Versions []store.WorldModelVersion `json:"versions,omitempty"`
+	// Turns, for multi-turn runs (trajectory.turns > 1) and the recorded
+	// scores, are the same measures per turn index, on the per-turn pairs:
+	// every real turn's reward and the world model's grade of it, grouped
+	// by (run, step, group).
+	Turns []turnRanges `json:"turns,omitempty"`
+}
+
+// turnRanges are the step ranges of one turn index's pairs.
+type turnRanges struct {
+	Turn   int                    `json:"turn"`
+	Ranges []worldmodel.StepRange `json:"ranges"`
+}
+
+// turnAnchors measures the world model per turn index on the per-turn
+// pairs of runs, in turn order (none for single-shot runs).
+func turnAnchors(pairs []store.TurnPair, every int) ([]turnRanges, error) {
+	byTurn := map[int][]worldmodel.Pair{}
+	var turns []int
+	for _, p := range pairs {
+		if _, ok := byTurn[p.Turn]; !ok {
+			turns = append(turns, p.Turn)
+		}
+		byTurn[p.Turn] = append(byTurn[p.Turn], worldmodel.Pair{Group: p.Run + "/" + strconv.Itoa(p.Step) + "/" + strconv.Itoa(p.Group),
+			Step: p.Step, WM: p.WM, Env: p.Env})
+	}
+	slices.Sort(turns)
+	out := make([]turnRanges, 0, len(turns))
+	for _, t := range turns {
+		r, err := worldmodel.OnPolicy(byTurn[t], every)
+		if err != nil {
+			return nil, fmt.Errorf("turn %d: %w", t, err)
+		}
+		out = append(out, turnRanges{Turn: t, Ranges: r})
+	}
+	return out, nil
 }
 
 // anchorRow is one anchor trajectory of a run.
@@ -104,6 +140,13 @@ scores are those of the on-policy versions; the table then also shows, as
 extend (--frozen, default the embedded one) on the same pairs, and lists the
 versions.
 
+For multi-turn runs (trajectory.turns > 1) the pairs above are the
+trajectories' (the reduction over turns of r_wm and of r_env, max by
+default), and a second table gives the same measures per turn index, on the
+per-turn pairs of the turns table: every real turn's reward and the world
+model's grade of it, within (run, step, group). It uses the recorded grades
+only (not with --model or --executed).
+
 --executed measures on every executed trajectory instead of the anchor
 groups alone, each re-scored by --model (default: the embedded model): in
 grpo runs every group is executed, so a grpo run is a test set of the
@@ -146,6 +189,7 @@ anchors, for a world model that never scored it.`,
 			}
 			var rows []anchorRow
 			var versions []store.WorldModelVersion
+			var turnPairs []store.TurnPair
 			for _, id := range runs {
 				r, err := findRun(ctx, st, id)
 				if err != nil {
@@ -170,6 +214,11 @@ anchors, for a world model that never scored it.`,
 					return err
 				}
 				versions = append(versions, vs...)
+				tp, err := st.TurnPairs(ctx, id)
+				if err != nil {
+					return err
+				}
+				turnPairs = append(turnPairs, tp...)
 				for _, tr := range ts {
 					rows = append(rows, anchorRow{run: r, tr: tr})
 				}
@@ -183,6 +232,14 @@ anchors, for a world model that never scored it.`,
 				return err
 			}
 			rep := anchorsReport{Runs: runs, Model: name, Every: every, Ranges: ranges}
+			if model == nil {
+				// The per-turn pairs hold the recorded grades; a turn
+				// after the first was sampled knowing the previous answer,
+				// which --model does not re-score.
+				if rep.Turns, err = turnAnchors(turnPairs, every); err != nil {
+					return err
+				}
+			}
 			if len(versions) > 0 && model == nil {
 				// The runs' world model was refreshed: the recorded scores
 				// are the on-policy versions'; re-score the same programs
@@ -239,7 +296,10 @@ func writeAnchors(w io.Writer, rep anchorsReport) error {
 		for _, r := range rep.Ranges {
 			fmt.Fprintf(tw, "%d-%d\t%d\t%d\t%d\t%s\t%d\t%+.4f\t\n", r.From, r.To, r.Pairs, r.Groups, r.Ranked, spearman(r), r.Tied, r.Bias)
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		return writeTurnAnchors(w, rep.Turns, spearman)
 	}
 	// Refreshed runs: the on-policy versions' Spearman next to the frozen
 	// model's on the same pairs (the ranges are the same: the same pairs).
@@ -248,6 +308,27 @@ func writeAnchors(w io.Writer, rep anchorsReport) error {
 		f := rep.Frozen[i]
 		fmt.Fprintf(tw, "%d-%d\t%d\t%d\t%d\t%s\t%s\t%d\t%+.4f\t%+.4f\t\n", r.From, r.To, r.Pairs, r.Groups, r.Ranked, spearman(r),
 			spearman(f), r.Tied, r.Bias, f.Bias)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeTurnAnchors(w, rep.Turns, spearman)
+}
+
+// writeTurnAnchors prints the per-turn table of multi-turn runs (nothing
+// for single-shot runs).
+func writeTurnAnchors(w io.Writer, turns []turnRanges, spearman func(worldmodel.StepRange) string) error {
+	if len(turns) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nper turn index (every real turn and the world model's grade of it):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "turn\tsteps\tpairs\tgroups\tranked\tspearman\ttied\tbias\t")
+	for _, t := range turns {
+		for _, r := range t.Ranges {
+			fmt.Fprintf(tw, "%d\t%d-%d\t%d\t%d\t%d\t%s\t%d\t%+.4f\t\n", t.Turn, r.From, r.To, r.Pairs, r.Groups, r.Ranked,
+				spearman(r), r.Tied, r.Bias)
+		}
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,5 +282,40 @@ func TestWorldModelAnchors(t *testing.T) {
 	}
 	if r := rep.Ranges[0]; r.Pairs != 8 || r.Groups != 2 || r.Ranked != 2 || r.Spearman != 1 {
 		t.Errorf("--executed: %+v, want 8 pairs in 2 groups, spearman 1", r)
+	}
+}
+
+// turnAnchors measures each turn index on its own pairs, within (run,
+// step, group): a world model that orders turn 1's programs right and
+// turn 2's in reverse has Spearman +1 at turn 1 and -1 at turn 2.
+func TestTurnAnchors(t *testing.T) {
+	var pairs []store.TurnPair
+	for _, run := range []string{"a", "b"} {
+		for i := range 4 {
+			x := float64(i) / 4
+			pairs = append(pairs,
+				store.TurnPair{TurnKey: store.TurnKey{Key: store.Key{Run: run, Step: 3, Group: 1, Sample: i}, Turn: 2}, WM: x, Env: 1 - x},
+				store.TurnPair{TurnKey: store.TurnKey{Key: store.Key{Run: run, Step: 3, Group: 1, Sample: i}, Turn: 1}, WM: x, Env: x + 0.125})
+		}
+	}
+	got, err := turnAnchors(pairs, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Turn != 1 || got[1].Turn != 2 || len(got[0].Ranges) != 1 || len(got[1].Ranges) != 1 {
+		t.Fatalf("turn ranges %+v, want turns 1 and 2 with one range each", got)
+	}
+	for i, want := range []worldmodel.StepRange{
+		{From: 0, To: 9, Pairs: 8, Groups: 2, Ranked: 2, Spearman: 1, Bias: -0.125},
+		{From: 0, To: 9, Pairs: 8, Groups: 2, Ranked: 2, Spearman: -1, Bias: 0.75 - 1},
+	} {
+		r := got[i].Ranges[0]
+		if r.From != want.From || r.To != want.To || r.Pairs != want.Pairs || r.Groups != want.Groups || r.Ranked != want.Ranked ||
+			math.Abs(r.Spearman-want.Spearman) > 1e-12 || math.Abs(r.Bias-want.Bias) > 1e-12 {
+			t.Errorf("turn %d: %+v, want %+v", i+1, r, want)
+		}
+	}
+	if got, err := turnAnchors(nil, 10); err != nil || len(got) != 0 {
+		t.Errorf("no pairs: %+v, %v", got, err)
 	}
 }

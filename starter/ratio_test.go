@@ -16,7 +16,7 @@ func TestImportanceRatioShown(t *testing.T) {
 		m    stepsummary.Step
 		line string
 	}{{with, ", ratio 1.020 (max 1.500)"}, {stepsummary.Step{}, ""}} {
-		line := stepLine(workflows.StepSummary{Step: 2, Metrics: c.m}, nil)
+		line := stepLine(workflows.StepSummary{Step: 2, Metrics: c.m}, nil, nil)
 		var b strings.Builder
 		m := c.m
 		if err := printInspect(&b, inspectReport{Run: "r", Metrics: inspectMetrics{Step: &m}}, 0); err != nil {

@@ -83,6 +83,26 @@ type inspectTraj struct {
 	Real       *float64 `json:"real"`
 	Status     string   `json:"status"`
 	CPUSeconds *float64 `json:"cpu_seconds"`
+	// Turns are the trajectory's turns, from the turns table, in turn
+	// order: only in runs with trajectory.turns > 1 (a single-shot
+	// trajectory has none, and the key is left out).
+	Turns []inspectTurn `json:"turns,omitempty"`
+}
+
+// inspectTurn is one turn of a multi-turn trajectory: the policy's action,
+// who answered (source), the answer (observation, status, reward; empty
+// while unanswered, reward nil when ungraded), the world model's grade of a
+// real turn and the answer's cost.
+type inspectTurn struct {
+	Turn        int          `json:"turn"`
+	Source      store.Source `json:"source"`
+	Action      string       `json:"action"`
+	Observation string       `json:"observation"`
+	Status      string       `json:"status"`
+	Reward      *float64     `json:"reward"`
+	WM          *float64     `json:"wm,omitempty"`
+	CPUSeconds  float64      `json:"cpu_seconds"`
+	WMTokens    int          `json:"wm_tokens,omitempty"`
 }
 
 func newInspectCmd(cf *connFlags) *cobra.Command {
@@ -98,7 +118,9 @@ func newInspectCmd(cf *connFlags) *cobra.Command {
 step): its metrics, rho, the calibration map fitted at the step, the cost of its
 executions, the checkpoint it produced, its trajectories (program, world-model
 score, calibrated score, real score, execution status, CPU seconds) and its
-anchor pairs. Text output shows the first --limit rows of each table (0: all);
+anchor pairs. In runs with trajectory.turns > 1 every trajectory also has its
+turns (action, source, observation, status, reward, the world model's grade
+of a real turn); the text output shows each trajectory's turns on one line. Text output shows the first --limit rows of each table (0: all);
 --json prints everything in one object.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -186,8 +208,20 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 	if err != nil {
 		return rep, err
 	}
+	turns, err := st.StepTurns(ctx, run, row.Step)
+	if err != nil {
+		return rep, err
+	}
+	byTraj := map[store.Key][]inspectTurn{}
+	for _, t := range turns {
+		x := inspectTurn{Turn: t.Turn, Source: t.Source, Action: t.Action, WM: t.WMReward}
+		if a := t.Answer; a != nil {
+			x.Observation, x.Status, x.Reward, x.CPUSeconds, x.WMTokens = a.Observation, a.Status, a.Reward, a.CPUSeconds, a.WMTokens
+		}
+		byTraj[t.Key] = append(byTraj[t.Key], x)
+	}
 	for _, t := range ts {
-		it := inspectTraj{Group: t.Group, Sample: t.Sample, TaskID: t.TaskID, Program: t.Program, Anchor: t.Anchor, WM: t.WMScore}
+		it := inspectTraj{Turns: byTraj[t.Key], Group: t.Group, Sample: t.Sample, TaskID: t.TaskID, Program: t.Program, Anchor: t.Anchor, WM: t.WMScore}
 		if t.WMScore != nil && m != nil {
 			v := m.Apply(*t.WMScore)
 			it.Calibrated = &v
@@ -274,6 +308,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	if limit > 0 && len(r.Trajectories) > limit {
 		fmt.Fprintf(w, "... %d more (--limit 0 or --json for all)\n", len(r.Trajectories)-limit)
 	}
+	if err := printTurns(w, r.Trajectories, limit); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\nanchor pairs (%d):\n", len(r.AnchorPairs))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tSAMPLE\tWM\tREAL")
@@ -288,6 +325,54 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	}
 	if limit > 0 && len(r.AnchorPairs) > limit {
 		fmt.Fprintf(w, "... %d more\n", len(r.AnchorPairs)-limit)
+	}
+	return nil
+}
+
+// printTurns prints the turns of multi-turn trajectories, one line per
+// trajectory: its source, then each turn's status and reward (and the world
+// model's grade of a real turn in parentheses). Nothing for single-shot
+// trajectories.
+func printTurns(w io.Writer, ts []inspectTraj, limit int) error {
+	n := 0
+	for _, t := range ts {
+		if len(t.Turns) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nturns (%d trajectories; status reward, (world-model grade) of a real turn):\n", n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSAMPLE\tSOURCE\tTURNS")
+	shown := 0
+	for _, t := range ts {
+		if len(t.Turns) == 0 {
+			continue
+		}
+		if limit > 0 && shown == limit {
+			break
+		}
+		shown++
+		parts := make([]string, len(t.Turns))
+		for i, x := range t.Turns {
+			status := x.Status
+			if status == "" {
+				status = "unanswered"
+			}
+			parts[i] = fmt.Sprintf("%d: %s %s", x.Turn, status, num(x.Reward))
+			if x.WM != nil {
+				parts[i] += " (" + num(x.WM) + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", t.Group, t.Sample, t.Turns[0].Source, strings.Join(parts, " | "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if shown < n {
+		fmt.Fprintf(w, "... %d more (--json for every turn's action and observation)\n", n-shown)
 	}
 	return nil
 }

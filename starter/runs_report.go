@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wmrl/wmrl/internal/runreport"
+	"github.com/wmrl/wmrl/internal/store"
 )
 
 // maxReportMaps bounds --maps: the maps share one plot.
@@ -77,6 +79,9 @@ completed steps, the maps drawn) as one object instead of writing the page.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: run %s (%s, %s), %d of %d steps completed, %d calibration maps, %d bytes\n",
 				path, id, d.Run.Mode, d.Run.State, len(d.Steps), d.Run.Steps, len(d.Maps), page.Len())
+			if d.Turns != nil {
+				fmt.Fprintln(cmd.OutOrStdout(), turnsLine(*d.Turns))
+			}
 			return nil
 		},
 	}
@@ -114,4 +119,35 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// turnsLine is a multi-turn run's turns on one line: the mean reward by
+// turn index and the share of trajectories that improved after their
+// first turn, for each source.
+func turnsLine(t runreport.Turns) string {
+	var order []store.Source
+	rewards := map[store.Source][]string{}
+	for _, x := range t.ByIndex {
+		if _, ok := rewards[x.Source]; !ok {
+			order = append(order, x.Source)
+		}
+		r := "-"
+		if x.Rewarded > 0 {
+			r = fmt.Sprintf("%.3f", x.MeanReward)
+		}
+		rewards[x.Source] = append(rewards[x.Source], r)
+	}
+	parts := make([]string, 0, len(order))
+	for _, src := range order {
+		parts = append(parts, fmt.Sprintf("%s %s", src, strings.Join(rewards[src], ", ")))
+	}
+	line := fmt.Sprintf("turns: %d per trajectory; mean reward by turn: %s", t.K, strings.Join(parts, "; "))
+	var imp []string
+	for _, x := range t.Improved {
+		imp = append(imp, fmt.Sprintf("%s %d of %d (%.0f%%)", x.Source, x.Improved, x.Compared, 100*runreport.Share(x)))
+	}
+	if len(imp) > 0 {
+		line += "; improved after turn 1: " + strings.Join(imp, ", ")
+	}
+	return line
 }

@@ -554,7 +554,11 @@ func printSteps(ctx context.Context, st *store.Store, bar *progress, heldOut *in
 				h = s.HeldOut
 				*heldOut = h.Version
 			}
-			bar.step(stepLine(sum, h), step+1)
+			tc, err := stepTurnCost(ctx, st, run, step)
+			if err != nil {
+				return printed, err
+			}
+			bar.step(stepLine(sum, h, tc), step+1)
 			printed = step + 1
 		}
 	}

@@ -43,6 +43,19 @@ type statusReport struct {
 	Cost        *store.Cost        `json:"cost,omitempty"`
 	URL         string             `json:"url"`
 	Note        string             `json:"note,omitempty"`
+	// LastTurns is the last step's turns and world-model calls, for a
+	// multi-turn run (nil otherwise).
+	LastTurns *turnCost `json:"last_turns,omitempty"`
+}
+
+// addLastTurns sets rep.LastTurns from the last step's turns.
+func addLastTurns(ctx context.Context, st *store.Store, rep *statusReport) error {
+	if rep.Last == nil {
+		return nil
+	}
+	var err error
+	rep.LastTurns, err = stepTurnCost(ctx, st, rep.Run, rep.Last.Step)
+	return err
 }
 
 func newStatusCmd(cf *connFlags) *cobra.Command {
@@ -159,7 +172,7 @@ func statusOf(ctx context.Context, c *connFlags, tc client.Client, st *store.Sto
 			if r, err := st.Run(ctx, run); err == nil && r.ResumedFrom != "" {
 				rep.ResumedFrom, rep.ResumedStep = r.ResumedFrom, &r.ResumedStep
 			}
-			return rep, nil
+			return rep, addLastTurns(ctx, st, &rep)
 		}
 		note = fmt.Sprintf("status query unanswered (is a worker serving %s?): %v", workflows.QueueControl, err)
 	}
@@ -269,7 +282,7 @@ func postgresStatus(ctx context.Context, st *store.Store, tc client.Client, run,
 			}
 		}
 	}
-	return rep, nil
+	return rep, addLastTurns(ctx, st, &rep)
 }
 
 // runState is the state to show: the workflow's when it ended, else the
@@ -330,7 +343,7 @@ func printStatus(w io.Writer, r statusReport) error {
 	fmt.Fprintf(&b, "rho          %.4f\n", s.Rho)
 	fmt.Fprintf(&b, "anchors      fraction %.4g (realised %.4g)\n", s.AnchorFraction, s.RealisedAnchorFraction)
 	if s.Last != nil {
-		fmt.Fprintf(&b, "last step    %s\n", stepLine(*s.Last, nil))
+		fmt.Fprintf(&b, "last step    %s\n", stepLine(*s.Last, nil, r.LastTurns))
 	}
 	if c := s.Calibration; c != nil {
 		fmt.Fprintf(&b, "calibration  step %d: %d pairs, %d knots, bias %+.4f -> %+.4f\n", c.Step, c.Pairs, c.Knots, c.BiasBefore, c.BiasAfter)
@@ -352,11 +365,43 @@ func printStatus(w io.Writer, r statusReport) error {
 	return err
 }
 
-// stepLine is one completed step's metrics on one line.
-func stepLine(s workflows.StepSummary, h *workflows.HeldOut) string {
+// turnCost is what a multi-turn step's line adds: its turns per
+// trajectory and its world-model calls over all turns (the answers of the
+// world-model groups' turns and the grades of the real turns).
+type turnCost struct {
+	Turns   int `json:"turns"`
+	WMCalls int `json:"wm_calls"`
+}
+
+// stepTurnCost reads a step's turnCost from its turns; nil for a
+// single-shot step (no turn rows).
+func stepTurnCost(ctx context.Context, st *store.Store, run string, step int) (*turnCost, error) {
+	rows, err := st.TurnsByIndex(ctx, run, step)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	c := &turnCost{}
+	for _, x := range rows {
+		c.Turns = max(c.Turns, x.Turn)
+		if x.Source == store.SourceWorldModel {
+			c.WMCalls += x.Answered
+		}
+		c.WMCalls += x.WMGraded
+	}
+	return c, nil
+}
+
+// stepLine is one completed step's metrics on one line; tc, for a
+// multi-turn step, adds its turns and world-model calls (its executions,
+// counted over all turns, are the metrics' executed).
+func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) string {
 	m := s.Metrics
-	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %d executed, reward %.3f, bias %+.3f -> %+.3f",
-		s.Step, m.Rho, m.AnchorGroups, m.Executed, m.MeanReward, m.BiasBefore, m.BiasAfter)
+	executed := fmt.Sprintf("%d executed", m.Executed)
+	if tc != nil {
+		executed = fmt.Sprintf("%d turns, %d executed, %d world-model calls", tc.Turns, m.Executed, tc.WMCalls)
+	}
+	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %s, reward %.3f, bias %+.3f -> %+.3f",
+		s.Step, m.Rho, m.AnchorGroups, executed, m.MeanReward, m.BiasBefore, m.BiasAfter)
 	if m.Ungraded > 0 {
 		line += fmt.Sprintf(", %d ungraded", m.Ungraded)
 	}

@@ -1,7 +1,9 @@
 // Package runreport is wmrl report: one run's curves by step (training
 // reward, held-out score, ρ, the calibration bias before and after the map,
 // training executions and their sandbox CPU seconds) and the isotonic maps
-// of its debiaser at a few steps, read from Postgres and written as one
+// of its debiaser at a few steps, and for a multi-turn run the reward by
+// turn index and the share of trajectories that improved after their first
+// turn, read from Postgres and written as one
 // self-contained HTML page.
 //
 // Collect reads the run's rows: its completed steps as package collect
@@ -29,6 +31,8 @@ const DefaultMaps = 4
 type Reader interface {
 	collect.Reader
 	Calibrations(ctx context.Context, run string) ([]store.Calibration, error)
+	TurnsByIndex(ctx context.Context, run string, step int) ([]store.TurnIndexStats, error)
+	TurnImprovements(ctx context.Context, run string, step int) ([]store.TurnImprovement, error)
 }
 
 var _ Reader = (*store.Store)(nil)
@@ -79,6 +83,31 @@ type Data struct {
 	// Identity those whose stored map is the identity (too few pairs).
 	Fitted   int `json:"fitted_maps"`
 	Identity int `json:"identity_maps"`
+	// Turns is the turns of a multi-turn run's completed steps
+	// (trajectory.turns > 1); nil for a single-shot run.
+	Turns *Turns `json:"turns,omitempty"`
+}
+
+// Turns summarises the turns of a multi-turn run's completed steps, by
+// source (real: the executed groups; world_model: the others).
+type Turns struct {
+	// K is the largest turn index stored.
+	K int `json:"turns"`
+	// ByIndex is the reward by turn index and source, in (turn, source)
+	// order.
+	ByIndex []store.TurnIndexStats `json:"by_index"`
+	// Improved counts, by source, the trajectories whose best reward after
+	// their first turn is above their first turn's.
+	Improved []store.TurnImprovement `json:"improved"`
+}
+
+// Share is Improved/Compared of a source's trajectories (0 when none were
+// compared).
+func Share(x store.TurnImprovement) float64 {
+	if x.Compared == 0 {
+		return 0
+	}
+	return float64(x.Improved) / float64(x.Compared)
 }
 
 // Collect reads run id's report: its completed steps (a run in progress is
@@ -127,6 +156,19 @@ func Collect(ctx context.Context, r Reader, id string, maxMaps int) (Data, error
 			d.Identity++
 		default:
 			fitted = append(fitted, c)
+		}
+	}
+	byIndex, err := r.TurnsByIndex(ctx, id, -1)
+	if err != nil {
+		return Data{}, fmt.Errorf("report %s: %w", id, err)
+	}
+	if len(byIndex) > 0 {
+		d.Turns = &Turns{ByIndex: byIndex}
+		for _, x := range byIndex {
+			d.Turns.K = max(d.Turns.K, x.Turn)
+		}
+		if d.Turns.Improved, err = r.TurnImprovements(ctx, id, -1); err != nil {
+			return Data{}, fmt.Errorf("report %s: %w", id, err)
 		}
 	}
 	d.Fitted = len(fitted)

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce"
@@ -63,6 +64,18 @@ type totals struct {
 	Rho        float64
 }
 
+// fig is a figure to draw, sec a section of them.
+type fig struct {
+	id, title, x, y, caption string
+	curves                   []reproduce.Curve
+}
+
+type sec struct {
+	id, title string
+	figs      []fig
+	note      string
+}
+
 // Sections are the sections of the page for d, in order, with their
 // plots drawn: reward, heldout, rho, bias, cost and calibration.
 func Sections(d Data) ([]Section, error) {
@@ -89,15 +102,6 @@ func Sections(d Data) ([]Section, error) {
 		}
 	}
 
-	type fig struct {
-		id, title, x, y, caption string
-		curves                   []reproduce.Curve
-	}
-	type sec struct {
-		id, title string
-		figs      []fig
-		note      string
-	}
 	gated := func(s Step) bool { return s.Gate != nil && s.Gate.Groups >= denoise.MinSignalGroups }
 	secs := []sec{
 		{id: "reward", title: "Reward", figs: []fig{{"fig-reward", "Training reward by step", "step", "reward",
@@ -173,6 +177,9 @@ func Sections(d Data) ([]Section, error) {
 			}
 		}
 	}
+	if t := d.Turns; t != nil {
+		secs = append(secs, turnsSection(t))
+	}
 	out := make([]Section, 0, len(secs))
 	for _, s := range secs {
 		sec := Section{ID: s.id, Title: s.title, Note: s.note}
@@ -186,6 +193,52 @@ func Sections(d Data) ([]Section, error) {
 		out = append(out, sec)
 	}
 	return out, nil
+}
+
+// turnsSection is the section of a multi-turn run: the mean reward by turn
+// index, a curve per source, and the share of trajectories that improved
+// after their first turn.
+func turnsSection(t *Turns) sec {
+	var curves []reproduce.Curve
+	at := map[store.Source]int{}
+	for _, x := range t.ByIndex {
+		if x.Rewarded == 0 {
+			continue
+		}
+		i, ok := at[x.Source]
+		if !ok {
+			name := "real turns (r_env)"
+			if x.Source == store.SourceWorldModel {
+				name = "world-model turns (r_wm)"
+			}
+			i, at[x.Source] = len(curves), len(curves)
+			curves = append(curves, reproduce.Curve{Name: name})
+		}
+		curves[i].Points = append(curves[i].Points, reproduce.Point{X: float64(x.Turn), Y: x.MeanReward})
+	}
+	s := sec{id: "turns", title: fmt.Sprintf("Turns (%d per trajectory)", t.K)}
+	if len(curves) > 0 {
+		s.figs = []fig{{"fig-turns", "Reward by turn index", "turn", "mean reward",
+			"The mean reward of the completed steps' turns by turn index, for each source: the real grader's (the executed groups) and the world model's (the others).",
+			curves}}
+	}
+	var notes []string
+	for _, x := range t.Improved {
+		notes = append(notes, fmt.Sprintf("%s: %d of %d trajectories (%.0f%%)", x.Source, x.Improved, x.Compared, 100*Share(x)))
+	}
+	if len(notes) == 0 {
+		s.note = "No trajectory has a reward at its first turn and at a later one."
+	} else {
+		s.note = "Improved after their first turn (a later turn's reward above the first's): " + strings.Join(notes, "; ") + "."
+	}
+	executed := 0
+	for _, x := range t.ByIndex {
+		if x.Source == store.SourceReal {
+			executed += x.Answered
+		}
+	}
+	s.note += fmt.Sprintf(" %d real turns executed: the executions elsewhere on this page count executed trajectories, their CPU seconds every turn's.", executed)
+	return s
 }
 
 // mapCurves are the maps' knots, one curve per map, then the identity.

@@ -342,6 +342,9 @@ func TestReportCompletedRun(t *testing.T) {
 			t.Errorf("page lacks %q", w)
 		}
 	}
+	if d.Turns != nil || strings.Contains(page.String(), `id="turns"`) {
+		t.Errorf("a single-shot run has turns %+v, or a turns section", d.Turns)
+	}
 	t.Logf("page: %d bytes", page.Len())
 
 	// The same rows give the same page.

@@ -397,3 +397,110 @@ func (s *Store) GroupTurns(ctx context.Context, run string, step, group int) ([]
 	}
 	return ts, nil
 }
+
+// TurnIndexStats summarises the turns of one turn index and source: how
+// many there are, how many are answered and how many of those have a
+// reward, their mean reward, and how many real turns the world model also
+// graded.
+type TurnIndexStats struct {
+	Turn     int    `json:"turn"`
+	Source   Source `json:"source"`
+	Turns    int    `json:"turns"`
+	Answered int    `json:"answered"`
+	Rewarded int    `json:"rewarded"`
+	// MeanReward is the mean over the rewarded turns (0 when none).
+	MeanReward float64 `json:"mean_reward"`
+	WMGraded   int     `json:"wm_graded"`
+}
+
+// TurnImprovement counts, for one source, the trajectories whose first
+// turn and at least one later turn have a reward (Compared), and those of
+// them whose best later reward is above the first turn's (Improved).
+type TurnImprovement struct {
+	Source   Source `json:"source"`
+	Compared int    `json:"compared"`
+	Improved int    `json:"improved"`
+}
+
+// turnSteps restricts turns d to step (>= 0) or, for step < 0, to the
+// run's completed steps.
+func turnSteps(step int) string {
+	if step >= 0 {
+		return `d.run_id = $1 AND d.step = $2`
+	}
+	return `d.run_id = $1 AND $2::int < 0 AND EXISTS (SELECT 1 FROM steps s WHERE s.run_id = d.run_id
+		AND s.step = d.step AND s.status = 'completed')`
+}
+
+// TurnsByIndex summarises the turns of a step (or, for step < 0, of every
+// completed step of the run) by turn index and source, in (turn, source)
+// order; none for a single-shot run.
+func (s *Store) TurnsByIndex(ctx context.Context, run string, step int) ([]TurnIndexStats, error) {
+	rows, err := s.pool.Query(ctx, `SELECT d.turn, d.source, count(*), count(d.status), count(d.reward),
+		coalesce(avg(d.reward), 0), count(d.wm_reward) FROM turns d WHERE `+turnSteps(step)+`
+		GROUP BY d.turn, d.source ORDER BY d.turn, d.source`, run, step)
+	if err != nil {
+		return nil, fmt.Errorf("turns by index of %s: %w", run, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TurnIndexStats, error) {
+		var x TurnIndexStats
+		err := row.Scan(&x.Turn, &x.Source, &x.Turns, &x.Answered, &x.Rewarded, &x.MeanReward, &x.WMGraded)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("turns by index of %s: %w", run, err)
+	}
+	return out, nil
+}
+
+// TurnImprovements counts, by source, the trajectories of a step (or, for
+// step < 0, of every completed step) that improved after their first turn
+// (TurnImprovement), in source order; none for a single-shot run.
+func (s *Store) TurnImprovements(ctx context.Context, run string, step int) ([]TurnImprovement, error) {
+	rows, err := s.pool.Query(ctx, `SELECT source, count(*), count(*) FILTER (WHERE later > first) FROM (
+		SELECT min(d.source) AS source, max(d.reward) FILTER (WHERE d.turn = 1) AS first,
+			max(d.reward) FILTER (WHERE d.turn > 1) AS later
+		FROM turns d WHERE `+turnSteps(step)+` GROUP BY d.step, d.grp, d.sample) x
+		WHERE first IS NOT NULL AND later IS NOT NULL GROUP BY source ORDER BY source`, run, step)
+	if err != nil {
+		return nil, fmt.Errorf("turn improvements of %s: %w", run, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TurnImprovement, error) {
+		var x TurnImprovement
+		err := row.Scan(&x.Source, &x.Compared, &x.Improved)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("turn improvements of %s: %w", run, err)
+	}
+	return out, nil
+}
+
+// TurnPair is the per-turn anchor pair of a real turn the world model also
+// graded: its world-model grade and its real reward.
+type TurnPair struct {
+	TurnKey
+	WM  float64 `json:"wm"`
+	Env float64 `json:"env"`
+}
+
+// TurnPairs returns the per-turn anchor pairs of a run (the real turns
+// with both a reward and a world-model grade) in (step, group, sample,
+// turn) order; none for a single-shot run.
+func (s *Store) TurnPairs(ctx context.Context, run string) ([]TurnPair, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, step, grp, sample, turn, wm_reward, reward FROM turns
+		WHERE run_id = $1 AND source = 'real' AND reward IS NOT NULL AND wm_reward IS NOT NULL
+		ORDER BY step, grp, sample, turn`, run)
+	if err != nil {
+		return nil, fmt.Errorf("turn pairs of %s: %w", run, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TurnPair, error) {
+		var p TurnPair
+		err := row.Scan(&p.Run, &p.Step, &p.Group, &p.Sample, &p.Turn, &p.WM, &p.Env)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("turn pairs of %s: %w", run, err)
+	}
+	return out, nil
+}

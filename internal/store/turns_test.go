@@ -2,8 +2,12 @@ package store
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/wmrl/wmrl/internal/stepsummary"
 )
 
 // turnActions returns turn t of every sample of group g, from source src.
@@ -230,5 +234,110 @@ func TestTurnsConcurrent(t *testing.T) {
 	}
 	if total != len(acts) || len(ts) != len(acts) {
 		t.Errorf("%d inserted over %d racing calls, %d rows; want %d each", total, n, len(ts), len(acts))
+	}
+}
+
+// TestTurnSummaries: TurnsByIndex, TurnImprovements and TurnPairs over a
+// hand-made run of two steps (step 1 still running), two groups (real,
+// world model) of two samples, two turns each.
+func TestTurnSummaries(t *testing.T) {
+	s := sharedStore(t)
+	ctx := t.Context()
+	r := newRun(t, s)
+	// rewards[step][group][sample] = {turn 1, turn 2}; nil: ungraded.
+	rewards := [2][2][2][2]*float64{
+		{{{ptr(0.2), ptr(0.6)}, {ptr(0.5), ptr(0.5)}}, {{ptr(0.4), ptr(0.3)}, {nil, ptr(0.9)}}},
+		{{{ptr(0.1), ptr(0.9)}, {ptr(0.1), ptr(0.9)}}, {{ptr(0.1), ptr(0.9)}, {ptr(0.1), ptr(0.9)}}},
+	}
+	for step := range 2 {
+		if err := s.StartStep(ctx, r.ID, step); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.InsertTrajectories(ctx, solutions(r.ID, step, 2, 2)); err != nil {
+			t.Fatal(err)
+		}
+		for turn := 1; turn <= 2; turn++ {
+			acts := append(turnActions(r.ID, step, 0, 2, turn, SourceReal), turnActions(r.ID, step, 1, 2, turn, SourceWorldModel)...)
+			if _, err := s.InsertTurns(ctx, acts); err != nil {
+				t.Fatal(err)
+			}
+			ans := answersOf(acts, 0)
+			var wm []TurnWM
+			for i, a := range acts {
+				ans[i].Reward = rewards[step][a.Group][a.Sample][turn-1]
+				if ans[i].Reward == nil {
+					ans[i].Status = "ungraded"
+				}
+				if a.Source == SourceReal {
+					wm = append(wm, TurnWM{a.TurnKey, 0.1 * float64(a.Sample+turn)})
+				}
+			}
+			if _, err := s.AnswerTurns(ctx, ans); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetTurnWMRewards(ctx, wm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.FinishStep(ctx, r.ID, 0, StepCompleted, stepsummary.Step{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		step int
+		want []TurnIndexStats
+		imp  []TurnImprovement
+	}{
+		// step < 0: the completed step 0 alone.
+		{step: -1, want: []TurnIndexStats{
+			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.35, WMGraded: 2},
+			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 1, MeanReward: 0.4},
+			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.55, WMGraded: 2},
+			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.6},
+		}, imp: []TurnImprovement{{SourceReal, 2, 1}, {SourceWorldModel, 1, 0}}},
+		{step: 1, want: []TurnIndexStats{
+			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, WMGraded: 2},
+			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1},
+			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, WMGraded: 2},
+			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9},
+		}, imp: []TurnImprovement{{SourceReal, 2, 2}, {SourceWorldModel, 2, 2}}},
+	} {
+		got, err := s.TurnsByIndex(ctx, r.ID, tt.step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(tt.want) {
+			t.Fatalf("step %d: %+v, want %+v", tt.step, got, tt.want)
+		}
+		for i := range got {
+			g := got[i]
+			if math.Abs(g.MeanReward-tt.want[i].MeanReward) > 1e-12 {
+				t.Errorf("step %d row %d: mean %v, want %v", tt.step, i, g.MeanReward, tt.want[i].MeanReward)
+			}
+			g.MeanReward = tt.want[i].MeanReward
+			if g != tt.want[i] {
+				t.Errorf("step %d row %d: %+v, want %+v", tt.step, i, got[i], tt.want[i])
+			}
+		}
+		imp, err := s.TurnImprovements(ctx, r.ID, tt.step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(imp, tt.imp) {
+			t.Errorf("step %d improvements %+v, want %+v", tt.step, imp, tt.imp)
+		}
+	}
+	pairs, err := s.TurnPairs(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) != 8 {
+		t.Fatalf("%d turn pairs, want the 8 real turns: %+v", len(pairs), pairs)
+	}
+	if p := pairs[1]; p.TurnKey != (TurnKey{Key{r.ID, 0, 0, 0}, 2}) || math.Abs(p.WM-0.2) > 1e-12 || p.Env != 0.6 {
+		t.Errorf("pair 1 %+v, want step 0 group 0 sample 0 turn 2: wm 0.2, env 0.6", p)
+	}
+	if none, err := s.TurnsByIndex(ctx, "no-such-run", -1); err != nil || len(none) != 0 {
+		t.Errorf("a run without turns: %+v, %v", none, err)
 	}
 }
