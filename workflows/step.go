@@ -377,28 +377,8 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 	graded := make([]bool, len(execs))
 	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
 
-	limit, running := max(s.cfg.Parallelism, 1), 0
-	var first error
-	// run starts one activity when a slot is free and waits for it; done
-	// judges its outcome. It reports whether the activity succeeded.
-	run := func(ctx workflow.Context, start func() workflow.Future, done func(workflow.Future) error) bool {
-		if err := workflow.Await(ctx, func() bool { return first != nil || running < limit }); err != nil {
-			first = cmp.Or(first, err)
-			return false
-		}
-		if first != nil {
-			return false
-		}
-		running++
-		f := start()
-		_ = f.Get(ctx, nil) // wait; done reads the outcome
-		running--
-		if err := done(f); err != nil {
-			first = cmp.Or(first, err)
-			return false
-		}
-		return true
-	}
+	fan := &fanOut{limit: max(s.cfg.Parallelism, 1)}
+	run := fan.run
 	wg := workflow.NewWaitGroup(ctx)
 	for g := range G {
 		wg.Add(1)
@@ -450,8 +430,8 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 		})
 	}
 	wg.Wait(ctx)
-	if first != nil {
-		return first
+	if fan.first != nil {
+		return fan.first
 	}
 	s.countExecutions(execs, graded)
 	return nil
@@ -569,4 +549,33 @@ func (s *stepRun) finish(ctx workflow.Context) error {
 		return fmt.Errorf("finish step: %w", err)
 	}
 	return nil
+}
+
+// fanOut bounds a step's concurrent activities and remembers the first
+// failure, after which nothing new starts. It is workflow state: its
+// coroutines run one at a time, so it needs no lock.
+type fanOut struct {
+	limit, running int
+	first          error
+}
+
+// run starts one activity when a slot is free and waits for it; done
+// judges its outcome. It reports whether the activity succeeded.
+func (f *fanOut) run(ctx workflow.Context, start func() workflow.Future, done func(workflow.Future) error) bool {
+	if err := workflow.Await(ctx, func() bool { return f.first != nil || f.running < f.limit }); err != nil {
+		f.first = cmp.Or(f.first, err)
+		return false
+	}
+	if f.first != nil {
+		return false
+	}
+	f.running++
+	fut := start()
+	_ = fut.Get(ctx, nil) // wait; done reads the outcome
+	f.running--
+	if err := done(fut); err != nil {
+		f.first = cmp.Or(f.first, err)
+		return false
+	}
+	return true
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
@@ -51,26 +50,8 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 	}
 	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
 
-	limit, running := max(s.cfg.Parallelism, 1), 0
-	var first error
-	run := func(ctx workflow.Context, start func() workflow.Future, done func(workflow.Future) error) bool {
-		if err := workflow.Await(ctx, func() bool { return first != nil || running < limit }); err != nil {
-			first = cmp.Or(first, err)
-			return false
-		}
-		if first != nil {
-			return false
-		}
-		running++
-		f := start()
-		_ = f.Get(ctx, nil) // wait; done reads the outcome
-		running--
-		if err := done(f); err != nil {
-			first = cmp.Or(first, err)
-			return false
-		}
-		return true
-	}
+	fan := &fanOut{limit: max(s.cfg.Parallelism, 1)}
+	run := fan.run
 	wg := workflow.NewWaitGroup(ctx)
 	for g := range G {
 		wg.Add(1)
@@ -135,7 +116,7 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 					}
 				}
 				inner.Wait(ctx)
-				if first != nil {
+				if fan.first != nil {
 					return
 				}
 			}
@@ -153,8 +134,8 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 		})
 	}
 	wg.Wait(ctx)
-	if first != nil {
-		return first
+	if fan.first != nil {
+		return fan.first
 	}
 	for k := range execs {
 		s.countExecutions(execs[k], graded[k])
