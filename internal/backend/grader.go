@@ -5,10 +5,22 @@ import "context"
 // StatusUngraded is the status of a Grade that holds no verdict.
 const StatusUngraded = "ungraded"
 
+// The actions of a turn (the reference's agent loop): execute a script,
+// or ask for the task data's structure without executing anything.
+// GradeItem.Action and ScoreItem.Action carry them; "" is ActionExecuteCode.
+const (
+	ActionExecuteCode = "execute_code"
+	ActionRequestInfo = "request_info"
+)
+
 // GradeItem is one solution to execute and grade.
 type GradeItem struct {
 	Task     Task
 	Solution string
+	// Action is the turn's action: "" or ActionExecuteCode runs Solution;
+	// ActionRequestInfo asks for the data's structure (files, schemas, row
+	// counts) and executes nothing. Single-shot items leave it "".
+	Action string
 	// Seed drives the execution's random choices (plan.ExecSeed,
 	// plan.EvalExecSeed).
 	Seed uint64
@@ -44,6 +56,11 @@ type Grade struct {
 	Metric   float64
 	Position float64
 	Detail   string
+	// Feedback is the grader's own text for the policy's next turn (a
+	// /grade reply's feedback, the Python sandbox's output tail); ""
+	// leaves the observation to the ladder's description of Status
+	// (turns.GraderAnswer).
+	Feedback string
 	// CPUSeconds and WallSeconds are the execution's cost, as measured by
 	// the grader (0 when it does not say).
 	CPUSeconds  float64

@@ -12,6 +12,8 @@ import (
 type ScoreItem struct {
 	Task     Task
 	Solution string
+	// Action is the turn's action, as GradeItem.Action.
+	Action string
 	// Key is the trajectory's idempotency key (SampleKey), for messages
 	// and request ids.
 	Key string
@@ -25,6 +27,12 @@ type Prediction struct {
 	Graded bool
 	// Score is r_wm in [0,1], when Graded.
 	Score float64
+	// Status and Feedback are the world model's predicted outcome of the
+	// turn, for the policy's next observation (the reference's status and
+	// env_feedback); "" leaves them to the ladder: the rung Score falls on
+	// and its description (turns.WorldModelAnswer).
+	Status   string
+	Feedback string
 	// Tokens is what the prediction cost a language-model world model:
 	// the prompt and completion tokens of the call that answered it (a
 	// cached answer reports the tokens of the call it came from, so a

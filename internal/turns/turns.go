@@ -81,24 +81,38 @@ func Describe(status string) string {
 	return "The result has an unknown status."
 }
 
-// GraderAnswer is the built-in grader's verdict as an answer: its measured
-// status and score, the ladder's description as feedback.
+// GraderAnswer is a grader's verdict as an answer: its measured status and
+// score; as feedback the grader's own text (g.Feedback) or, without one
+// (the built-in grader), the ladder's description of the status.
 func GraderAnswer(g backend.Grade) Answer {
 	if !g.Graded {
-		return Answer{Status: backend.StatusUngraded, Feedback: Describe(backend.StatusUngraded)}
+		return Answer{Status: backend.StatusUngraded, Feedback: orDescribe(g.Feedback, backend.StatusUngraded)}
 	}
-	return Answer{Graded: true, Status: g.Status, Score: g.Score, Feedback: Describe(g.Status)}
+	return Answer{Graded: true, Status: g.Status, Score: g.Score, Feedback: orDescribe(g.Feedback, g.Status)}
+}
+
+func orDescribe(feedback, status string) string {
+	if feedback != "" {
+		return feedback
+	}
+	return Describe(status)
 }
 
 // WorldModelAnswer is the built-in world model's prediction as an answer:
 // the status of the rung its score falls on (LadderStatus), the predicted
 // score, the ladder's description of that status as feedback.
+//
+// A world model that predicts the outcome itself (p.Status, p.Feedback:
+// the OpenAI-compatible one's status and env_feedback) answers with those.
 func WorldModelAnswer(p backend.Prediction) Answer {
 	if !p.Graded {
-		return Answer{Status: backend.StatusUngraded, Feedback: Describe(backend.StatusUngraded)}
+		return Answer{Status: backend.StatusUngraded, Feedback: orDescribe(p.Feedback, backend.StatusUngraded)}
 	}
-	s := string(LadderStatus(p.Score))
-	return Answer{Graded: true, Status: s, Score: p.Score, Feedback: Describe(s)}
+	s := p.Status
+	if s == "" {
+		s = string(LadderStatus(p.Score))
+	}
+	return Answer{Graded: true, Status: s, Score: p.Score, Feedback: orDescribe(p.Feedback, s)}
 }
 
 // Header opens every observation.

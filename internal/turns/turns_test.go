@@ -202,3 +202,27 @@ func TestReduceAt(t *testing.T) {
 		t.Errorf("ReduceAt of no reward = %d, %v; want -1", at, err)
 	}
 }
+
+// An environment that brings its own text (a /grade reply's feedback, a
+// remote world model's status and env_feedback) answers with it; without
+// one the ladder describes the status.
+func TestOwnFeedback(t *testing.T) {
+	g := GraderAnswer(backend.Grade{Graded: true, Status: "runtime_error", Score: 0.1, Feedback: "Traceback: KeyError 'y'"})
+	if g.Feedback != "Traceback: KeyError 'y'" || g.Status != "runtime_error" {
+		t.Fatalf("grader answer %+v", g)
+	}
+	if g := GraderAnswer(backend.Grade{Graded: true, Status: "ok", Score: 0.9}); g.Feedback != Describe("ok") {
+		t.Fatalf("grader without feedback: %q", g.Feedback)
+	}
+	p := WorldModelAnswer(backend.Prediction{Graded: true, Score: 0.1, Status: "timeout", Feedback: "Killed after 60 s"})
+	if p.Status != "timeout" || p.Feedback != "Killed after 60 s" || p.Score != 0.1 {
+		t.Fatalf("world-model answer %+v", p)
+	}
+	p = WorldModelAnswer(backend.Prediction{Graded: true, Score: 0.1})
+	if p.Status != "runtime_error" || p.Feedback != Describe("runtime_error") {
+		t.Fatalf("world-model answer without its own: %+v", p)
+	}
+	if u := WorldModelAnswer(backend.Prediction{Feedback: "unparsable"}); u.Graded || u.Status != backend.StatusUngraded || u.Feedback != "unparsable" {
+		t.Fatalf("ungraded prediction %+v", u)
+	}
+}
