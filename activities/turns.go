@@ -64,6 +64,19 @@ func previousOf(t store.Turn) backend.Previous {
 	return p
 }
 
+// exchangeOf is a turn as a token policy's sequence holds it: its action's
+// tokens and logprobs (when the policy gave them) and its observation.
+func exchangeOf(t store.Turn) backend.Exchange {
+	var e backend.Exchange
+	if c := t.Completion; c != nil {
+		e.Tokens, e.LogProbs = c.Tokens, c.LogProbs
+	}
+	if t.Answer != nil {
+		e.Observation = t.Answer.Observation
+	}
+	return e
+}
+
 // generateTurn samples turn req.Turn of the group's n trajectories: at turn
 // 1 from the task alone, stored as the trajectories and their first turns;
 // after it from each trajectory's previous turn, which must be answered.
@@ -76,20 +89,37 @@ func (a *Activities) generateTurn(ctx context.Context, req GenerateRequest, task
 		Key: backend.SampleKey(req.RunID, req.Step, req.Group, -1)}
 	if req.Turn > 1 {
 		sreq.Key = fmt.Sprintf("%s/turn-%d", sreq.Key, req.Turn)
-		prev, err := a.groupTurn(ctx, req.RunID, req.Step, req.Group, req.Turn-1)
+		all, err := a.Store.GroupTurns(ctx, req.RunID, req.Step, req.Group)
 		if err != nil {
 			return GenerateResponse{}, err
 		}
-		if len(prev) != req.Samples {
-			return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: %d of %d trajectories have turn %d",
-				req.Group, req.Turn, len(prev), req.Samples, req.Turn-1))
-		}
-		sreq.Previous = make([]backend.Previous, len(prev))
-		for i, t := range prev {
+		// Each trajectory's turns before this one, in turn order (the
+		// store's (sample, turn) order): the previous attempt for the
+		// built-in policy, the whole sequence so far for a token policy.
+		sreq.Previous = make([]backend.Previous, req.Samples)
+		sreq.History = make([][]backend.Exchange, req.Samples)
+		have := make([]int, req.Samples)
+		for _, t := range all {
+			if t.Turn >= req.Turn {
+				continue
+			}
+			if t.Sample < 0 || t.Sample >= req.Samples || t.Turn != have[t.Sample]+1 {
+				return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: unexpected %s", req.Group, req.Turn, t.TurnKey))
+			}
 			if t.Answer == nil {
 				return GenerateResponse{}, invalid(fmt.Errorf("%s is not answered: its next turn cannot be sampled", t.TurnKey))
 			}
-			sreq.Previous[i] = previousOf(t)
+			have[t.Sample] = t.Turn
+			sreq.History[t.Sample] = append(sreq.History[t.Sample], exchangeOf(t))
+			if t.Turn == req.Turn-1 {
+				sreq.Previous[t.Sample] = previousOf(t)
+			}
+		}
+		for i, h := range have {
+			if h != req.Turn-1 {
+				return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: sample %d has %d of its %d earlier turns",
+					req.Group, req.Turn, i, h, req.Turn-1))
+			}
 		}
 	}
 	cs, err := a.sample(ctx, sreq, fmt.Sprintf("group %d turn %d", req.Group, req.Turn))
