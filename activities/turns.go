@@ -29,10 +29,13 @@ const (
 	SourceWorldModel = store.SourceWorldModel
 )
 
-// observationTokenizer counts an observation's tokens for its cap: the
-// built-in policy's observations are counted in bytes (it has no text
-// tokenizer; a language-model policy's own tokenizer goes here when its
-// multi-turn sampling is built).
+// observationTokenizer counts an observation's tokens for its cap: in
+// bytes, for every policy. The built-in policy has no text tokenizer; for a
+// language model (the Tinker policy) a byte count bounds its byte-level BPE
+// tokens from above, so the cap holds in its tokens too. Its own tokenizer
+// is not used because the answering activity (Execute on a sandbox worker)
+// need not have the policy backend, and the observation must not depend on
+// which worker rendered it.
 var observationTokenizer tokenizer.Tokenizer = tokenizer.Bytes{}
 
 // turnKey is the idempotency key of a turn's remote call.

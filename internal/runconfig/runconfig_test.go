@@ -158,7 +158,7 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
 		{func(c *Config) { c.Trajectory.Turns = -1 }, "trajectory.turns:"},
 		{func(c *Config) { c.Trajectory.Turns = 65 }, "trajectory.turns:"},
-		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "tinker" }, "trajectory.turns: 3 turns with policy.backend \"tinker\""},
+		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "vllm" }, "trajectory.turns: 3 turns with policy.backend \"vllm\""},
 		{func(c *Config) { c.Trajectory.Turns, c.WorldModel.Refresh.Every = 3, 5 }, "trajectory.turns: 3 turns with world_model.refresh"},
 		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
@@ -676,10 +676,17 @@ func TestTrajectory(t *testing.T) {
 	if err != nil || c.Trajectory.TurnCount() != 3 || !c.Trajectory.MultiTurn() {
 		t.Errorf("turns 3: %+v, %v", c.Trajectory, err)
 	}
-	_, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
-	want := "trajectory.turns: line 4: 3 turns with policy.backend \"tinker\": multi-turn sampling is built for the built-in policy only"
+	c, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
+	if err != nil || c.Trajectory.TurnCount() != 3 || c.Policy.Backend != "tinker" {
+		t.Errorf("turns 3 with tinker: %+v %q, %v; want them taken", c.Trajectory, c.Policy.Backend, err)
+	}
+	_, err = Parse(Default(), []byte("policy:\n  backend: vllm\ntrajectory:\n  turns: 3\n"))
+	want := "trajectory.turns: line 4: 3 turns with policy.backend \"vllm\": multi-turn sampling is built for the built-in policy and the Tinker policy only"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("turns 3 with tinker: %v, want an error starting %q", err, want)
+		t.Errorf("turns 3 with vllm: %v, want an error starting %q", err, want)
+	}
+	if _, err = Parse(Default(), []byte("policy:\n  backend: vllm\n")); err != nil {
+		t.Errorf("a single-shot run of another policy backend: %v", err)
 	}
 	_, err = Parse(Default(), []byte("trajectory:\n  reward: best\n"))
 	if want := "trajectory.reward: line 2: must be \"max\" or \"last\""; err == nil || !strings.HasPrefix(err.Error(), want) {

@@ -135,8 +135,8 @@ func (c Config) checkActive() error {
 }
 
 // checkTrajectory checks the trajectory section. Zeros are the defaults.
-// More than one turn is built for the built-in policy only (docs/design.md,
-// "Multi-turn trajectories").
+// More than one turn is built for the built-in and the Tinker policy
+// (docs/design.md, "Multi-turn trajectories").
 func (c Config) checkTrajectory() []func() error {
 	t := c.Trajectory
 	return []func() error{
@@ -144,10 +144,9 @@ func (c Config) checkTrajectory() []func() error {
 			if err := intIn("trajectory.turns", t.Turns, 0, maxTurns); err != nil {
 				return err
 			}
-			if t.MultiTurn() && c.Policy.Backend != "" && c.Policy.Backend != backend.Builtin {
+			if b := c.Policy.Backend; t.MultiTurn() && b != "" && b != backend.Builtin && b != backend.Tinker {
 				return bad("trajectory.turns", "%d turns with policy.backend %q: multi-turn sampling is built for the "+
-					"built-in policy only (a language model's turns, one token sequence per trajectory, are not built yet)",
-					t.Turns, c.Policy.Backend)
+					"built-in policy and the Tinker policy only", t.Turns, b)
 			}
 			if t.MultiTurn() && c.WorldModel.Refresh.On() {
 				// A refresh learns (program, r_env) from the trajectories'
