@@ -386,16 +386,20 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 	if len(req.History) != len(req.Seeds) {
 		return nil, backend.Permanent(fmt.Errorf("sample task %s: %d histories for %d seeds", req.Task.ID, len(req.History), len(req.Seeds)))
 	}
+	// Every sequence first: a bad one sends nothing.
+	seqs := make([][]int, len(req.Seeds))
+	for i := range req.Seeds {
+		var err error
+		if seqs[i], err = Sequence(p.tok, req.Task, req.History[i]); err != nil {
+			return nil, backend.Permanent(fmt.Errorf("sample task %s: trajectory %d: %w", req.Task.ID, i, err))
+		}
+	}
 	comps := make([]backend.Completion, len(req.Seeds))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxTurnSamples)
 	for i, sd := range req.Seeds {
-		seq, err := Sequence(p.tok, req.Task, req.History[i])
-		if err != nil {
-			return nil, backend.Permanent(fmt.Errorf("sample task %s: trajectory %d: %w", req.Task.ID, i, err))
-		}
 		g.Go(func() error {
-			c, err := p.sampleFrom(gctx, req, seq, sd, 1, fmt.Sprintf("%s/s%d", req.Key, i))
+			c, err := p.sampleFrom(gctx, req, seqs[i], sd, 1, fmt.Sprintf("%s/s%d", req.Key, i))
 			if err != nil {
 				return fmt.Errorf("trajectory %d: %w", i, err)
 			}
