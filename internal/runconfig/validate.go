@@ -148,13 +148,6 @@ func (c Config) checkTrajectory() []func() error {
 				return bad("trajectory.turns", "%d turns with policy.backend %q: multi-turn sampling is built for the "+
 					"built-in policy and the Tinker policy only", t.Turns, b)
 			}
-			if t.MultiTurn() && c.WorldModel.Refresh.On() {
-				// A refresh learns (program, r_env) from the trajectories'
-				// rows, which hold the first turn's program and the
-				// reduced r_env; it needs the turns' own pairs instead.
-				return bad("trajectory.turns", "%d turns with world_model.refresh: refreshing the world model on "+
-					"multi-turn trajectories is not built yet", t.Turns)
-			}
 			return nil
 		},
 		func() error {
