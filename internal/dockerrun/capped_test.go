@@ -1,6 +1,9 @@
 package dockerrun
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 func TestCapped(t *testing.T) {
 	tests := []struct {
@@ -29,6 +32,47 @@ func TestCapped(t *testing.T) {
 		if c.String() != tt.want || string(c.Bytes()) != tt.want || c.Total() != tt.wantTotal || c.Truncated() != tt.wantTrunc {
 			t.Errorf("%s: kept %q, total %d, truncated %v; want %q, %d, %v", tt.name, c.String(), c.Total(), c.Truncated(),
 				tt.want, tt.wantTotal, tt.wantTrunc)
+		}
+	}
+}
+
+// TestHeadTail checks HeadTail against the whole stream kept in memory,
+// over random writes of every size around the head and the tail, and that
+// it holds no more than head + tail bytes.
+func TestHeadTail(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		head, tail := rng.IntN(9), rng.IntN(9)
+		c := NewHeadTail(head, tail)
+		var all []byte
+		for range rng.IntN(8) {
+			p := make([]byte, rng.IntN(20))
+			for i := range p {
+				p[i] = byte('a' + rng.IntN(26))
+			}
+			if n, err := c.Write(p); n != len(p) || err != nil {
+				t.Fatalf("Write = %d, %v", n, err)
+			}
+			all = append(all, p...)
+		}
+		wantHead := all[:min(head, len(all))]
+		rest := all[len(wantHead):]
+		wantTail := rest[len(rest)-min(tail, len(rest)):]
+		cut := int64(len(all) - len(wantHead) - len(wantTail))
+		if string(c.Head()) != string(wantHead) || string(c.Tail()) != string(wantTail) || c.Cut() != cut ||
+			c.Total() != int64(len(all)) {
+			t.Fatalf("trial %d (head %d tail %d) %q: head %q tail %q cut %d total %d", trial, head, tail, all,
+				c.Head(), c.Tail(), c.Cut(), c.Total())
+		}
+		want := string(wantHead) + string(wantTail)
+		if cut > 0 {
+			want = string(wantHead) + CutLine(cut) + string(wantTail)
+		}
+		if string(c.Bytes()) != want {
+			t.Fatalf("trial %d: Bytes %q, want %q", trial, c.Bytes(), want)
+		}
+		if cap(c.ring) > tail || len(c.head) > head {
+			t.Fatalf("trial %d: holds %d + %d bytes for head %d tail %d", trial, len(c.head), cap(c.ring), head, tail)
 		}
 	}
 }
