@@ -39,7 +39,8 @@ func (g *Grader) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 		script, err := renderText(it.Solution)
 		if err != nil {
 			out[i] = backend.Grade{Graded: true, Status: string(executor.StatusInvalidProgram),
-				Score: executor.Reward(executor.StatusInvalidProgram, 0), Detail: "parse: " + err.Error()}
+				Score: executor.Reward(executor.StatusInvalidProgram, 0), Detail: "parse: " + err.Error(),
+				Feedback: "invalid_program: the program does not parse, nothing ran: " + err.Error() + "\n"}
 			continue
 		}
 		it.Solution = script

@@ -54,7 +54,8 @@ func TestGrader(t *testing.T) {
 		}
 	}
 	for _, i := range []int{1, 3} {
-		if !gs[i].Graded || gs[i].Status != "invalid_program" || gs[i].Score != 0 || !strings.HasPrefix(gs[i].Detail, "parse: ") {
+		if !gs[i].Graded || gs[i].Status != "invalid_program" || gs[i].Score != 0 || !strings.HasPrefix(gs[i].Detail, "parse: ") ||
+			!strings.HasPrefix(gs[i].Feedback, "invalid_program: the program does not parse") {
 			t.Errorf("item %d: %+v, want invalid_program with reward 0", i, gs[i])
 		}
 	}
