@@ -2,6 +2,8 @@ package dockerrun
 
 import (
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +76,32 @@ func TestHeadTail(t *testing.T) {
 		if cap(c.ring) > tail || len(c.head) > head {
 			t.Fatalf("trial %d: holds %d + %d bytes for head %d tail %d", trial, len(c.head), cap(c.ring), head, tail)
 		}
+	}
+}
+
+// TestHeadTailFloodMemory: 256 MiB written through a HeadTail of 1 MiB
+// (64 KiB writes, as a stream copy does) allocates about its 1 MiB, not
+// the flood, and keeps the flood's last bytes.
+func TestHeadTailFloodMemory(t *testing.T) {
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = 'y'
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c := NewHeadTail(512<<10, 512<<10)
+	for range (256 << 20) / len(chunk) {
+		c.Write(chunk)
+	}
+	c.Write([]byte("THE-END\n"))
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("256 MiB through a 1 MiB HeadTail: %d bytes allocated", alloc)
+	if alloc > 4<<20 {
+		t.Errorf("%d bytes allocated for a flood of 256 MiB, want about 1 MiB", alloc)
+	}
+	if tail := c.Tail(); !strings.HasSuffix(string(tail), "yTHE-END\n") || c.Total() != 256<<20+8 {
+		t.Errorf("tail ends %q, total %d", tail[len(tail)-16:], c.Total())
 	}
 }
