@@ -164,7 +164,8 @@ func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (Execu
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Action, Key: turnKey(req.key(), req.Turn),
+	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Action, Action: backend.ActionExecuteCode,
+		Key:  turnKey(req.key(), req.Turn),
 		Seed: plan.TurnExecSeed(req.Seed, req.Step, req.Group, req.Sample, req.Turn)}, req.Limits, req.Budget,
 		"execute "+t.TurnKey.String(), telemetry.PhaseTrain)
 	if err != nil {
@@ -210,7 +211,10 @@ func (a *Activities) scoreTurn(ctx context.Context, req ScoreRequest) (ScoreResp
 	}
 	items := make([]backend.ScoreItem, len(ts))
 	for i, t := range ts {
-		items[i] = backend.ScoreItem{Task: task, Solution: t.Action, Key: turnKey(t.Key, t.Turn)}
+		// A turn's action: the policy's program is run (request_info is
+		// not sampled yet).
+		items[i] = backend.ScoreItem{Task: task, Solution: t.Action, Action: backend.ActionExecuteCode,
+			Key: turnKey(t.Key, t.Turn)}
 	}
 	preds, err := a.predict(ctx, req, items)
 	if err != nil {
