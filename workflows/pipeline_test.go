@@ -1,8 +1,16 @@
 package workflows
 
 import (
+	"context"
+	"sync"
 	"testing"
+	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
@@ -92,6 +100,107 @@ func TestRealRunPipeline(t *testing.T) {
 			if r.Step > 0 && (m.ImportanceRatioMean <= 0 || m.ImportanceRatioMax < m.ImportanceRatioMean) {
 				t.Errorf("%s step %d: ratio mean %v max %v, want a ratio", id, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
 			}
+		}
+	}
+}
+
+// runSignalled runs in (one segment: ContinueAsNewEvery above Steps) and
+// calls signal once, in the activity goroutine, when step at's first
+// Generate starts: steps at−1 and at are then in flight (d = 1).
+func runSignalled(t *testing.T, a *activities.Activities, in RunInput, at int,
+	signal func(env *testsuite.TestWorkflowEnvironment)) (RunResult, *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	env.SetTestTimeout(2 * time.Minute)
+	activities.Register(env, a)
+	var once sync.Once
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != "Generate" {
+			return
+		}
+		var req activities.GenerateRequest
+		if err := args.Get(&req); err != nil || req.Step != at {
+			return
+		}
+		once.Do(func() { signal(env) })
+	})
+	env.ExecuteWorkflow(TrainingRun, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, env
+}
+
+// TestRealPipelineSignals: with d = 1, pause (then resume an hour later),
+// stop and set-anchor-fraction sent while steps 1 and 2 are in flight. A
+// paused run drains (rests at checkpoint 3, nothing in flight) and, resumed,
+// ends at the unsignalled run's checkpoint; a stopped run ends after its last
+// started step, at the unsignalled run's checkpoint 3; a new anchor fraction
+// applies from the first step not started (3).
+func TestRealPipelineSignals(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 10
+	newActs := func() *activities.Activities { return realActivities(t, st, &testenv.InProcess{}, t.TempDir()) }
+	base, _ := runToEnd(t, newActs(), RunInput{RunID: "sig-base", Config: cfg})
+	cps, err := st.Checkpoints(t.Context(), "sig-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck3 := activities.CheckpointRef{Version: cps[3].Version, Hash: cps[3].Hash}
+
+	var paused Status
+	res, _ := runSignalled(t, newActs(), RunInput{RunID: "sig-pause", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SignalWorkflow(SignalPause, nil)
+		env.RegisterDelayedCallback(func() { paused = queryStatus(t, env) }, 30*time.Minute)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalResume, nil) }, time.Hour)
+	})
+	t.Logf("paused: state %s at step %d, checkpoint %d; resumed run ends at %s", paused.State, paused.Step,
+		paused.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if paused.State != StatePaused || paused.Step != 3 || paused.Checkpoint != ck3 {
+		t.Errorf("while paused: %+v, want paused at step 3 with checkpoint %+v", paused, cps[3])
+	}
+	if res.Steps != cfg.Steps || res.Checkpoint != base.Checkpoint {
+		t.Errorf("paused and resumed run %+v, want the unsignalled run's checkpoint %+v", res, base.Checkpoint)
+	}
+
+	res, _ = runSignalled(t, newActs(), RunInput{RunID: "sig-stop", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SignalWorkflow(SignalStop, nil)
+	})
+	t.Logf("stopped: %d steps, checkpoint %d %s", res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if !res.Stopped || res.Steps != 3 || res.Checkpoint != ck3 || res.HeldOut == nil || res.HeldOut.Version != 3 {
+		t.Errorf("stopped run %+v, want 3 steps at checkpoint %+v, evaluated", res, cps[3])
+	}
+
+	var prev float64
+	var uerr error
+	res, _ = runSignalled(t, newActs(), RunInput{RunID: "sig-fraction", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.UpdateWorkflow(UpdateSetAnchorFraction, "f1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { uerr = err },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					uerr = err
+					return
+				}
+				prev, _ = v.(float64)
+			}}, 0.75)
+	})
+	if uerr != nil || prev != cfg.Anchors.Fraction || res.Steps != cfg.Steps {
+		t.Fatalf("set-anchor-fraction: previous %v, %v; result %+v", prev, uerr, res)
+	}
+	for _, r := range stepMetrics(t, st, "sig-fraction", cfg.Steps) {
+		want := cfg.Anchors.Fraction
+		if r.Step >= 3 {
+			want = 0.75
+		}
+		t.Logf("step %d: anchor fraction %v, %d anchor groups", r.Step, r.Metrics.AnchorFraction, r.Metrics.AnchorGroups)
+		if r.Metrics.AnchorFraction != want {
+			t.Errorf("step %d: anchor fraction %v, want %v", r.Step, r.Metrics.AnchorFraction, want)
 		}
 	}
 }
