@@ -2,11 +2,14 @@ package workflows
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
@@ -202,5 +205,107 @@ func TestRealPipelineSignals(t *testing.T) {
 		if r.Metrics.AnchorFraction != want {
 			t.Errorf("step %d: anchor fraction %v, want %v", r.Step, r.Metrics.AnchorFraction, want)
 		}
+	}
+}
+
+// TestIntegrationPipeline runs the tiny preset with d = 1 (5 steps,
+// continue-as-new every 3) twice on the Temporal server with in-process
+// workers: both end at the same checkpoint, the one the test environment's
+// runs end at (TestRealRunPipeline). A third run is paused once step 1 is
+// done, has its anchor fraction set while paused, is resumed and stopped.
+// With WMRL_RECORD_HISTORIES=1 it writes testdata/pipe_*.json, which
+// TestReplay replays: the first run's two segments, its step 1 (which
+// waited for step 0 by signal) and the signalled run.
+func TestIntegrationPipeline(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 3
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var first []string
+	var results []RunResult
+	for i := range 2 {
+		id := fmt.Sprintf("it-pipe-%d-%d", i, stamp)
+		start := time.Now()
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d steps, checkpoint %d %s in %v", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash),
+			time.Since(start).Round(time.Millisecond))
+		if res.Steps != cfg.Steps || res.Checkpoint.Version != cfg.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		first = append(first, we.GetRunID())
+		results = append(results, res)
+	}
+	if results[0].Checkpoint != results[1].Checkpoint {
+		t.Fatalf("same config and seed, different checkpoints: %+v and %+v", results[0].Checkpoint, results[1].Checkpoint)
+	}
+
+	sig := cfg
+	sig.Steps, sig.ContinueAsNewEvery = 8, 10 // room for the steps in flight after the stop
+	id := fmt.Sprintf("it-pipe-signals-%d", stamp)
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: id, Config: sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, id, func(s Status) bool { return s.Step >= 1 })
+	if err := c.SignalWorkflow(ctx, id, "", SignalPause, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, id, func(s Status) bool { return s.State == StatePaused })
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateSetAnchorFraction,
+		Args: []any{0.5}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(ctx, id, "", SignalResume, nil); err != nil {
+		t.Fatal(err)
+	}
+	var paused Status
+	waitStatus(t, c, id, func(s Status) bool { paused = s; return s.Step >= 1 && s.State == StateRunning })
+	if err := c.SignalWorkflow(ctx, id, "", SignalStop, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := we.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("signalled run: stopped %v after %d steps at checkpoint %d", res.Stopped, res.Steps, res.Checkpoint.Version)
+	if !res.Stopped || res.Steps >= sig.Steps || res.Steps < paused.Step {
+		t.Fatalf("signalled run %+v (running again at step %d)", res, paused.Step)
+	}
+	cps, err := st.Checkpoints(ctx, results[0].RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps < len(cps) && cps[res.Steps].Hash != res.Checkpoint.Hash {
+		t.Fatalf("stopped at %+v, the unsignalled run's checkpoint %d is %s", res.Checkpoint, res.Steps, cps[res.Steps].Hash)
+	}
+
+	if os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+		id0 := results[0].RunID
+		d, err := c.DescribeWorkflowExecution(ctx, id0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, c, id0, first[0], "testdata/pipe_run_wmrl.json")
+		record(t, c, id0, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/pipe_run_wmrl_continued.json")
+		record(t, c, StepWorkflowID(id0, 1), "", "testdata/pipe_step_wmrl.json")
+		record(t, c, id, we.GetRunID(), "testdata/pipe_run_signals.json")
 	}
 }
