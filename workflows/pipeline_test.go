@@ -18,6 +18,7 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
 // pipelineConfig is the tiny preset with pipeline.max_off_policy d.
@@ -307,5 +308,80 @@ func TestIntegrationPipeline(t *testing.T) {
 		record(t, c, id0, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/pipe_run_wmrl_continued.json")
 		record(t, c, StepWorkflowID(id0, 1), "", "testdata/pipe_step_wmrl.json")
 		record(t, c, id, we.GetRunID(), "testdata/pipe_run_signals.json")
+	}
+}
+
+// TestRealRunPipelineRefreshAdaptive: d = 2 with world_model.refresh every
+// 2 steps and the adaptive anchor fraction, 6 steps, continue-as-new every
+// 2 and every 10: the same world-model versions, fractions and final
+// checkpoint either way (each step's are those planned after step t−d−1,
+// carried across the handovers), and step t is scored by the version of the
+// latest refresh after a step ≤ t−3.
+func TestRealRunPipelineRefreshAdaptive(t *testing.T) {
+	base := testenv.SmallBase(t)
+	st := testenv.FreshStore(t)
+	cfg := refreshConfig(t)
+	cfg.Pipeline.MaxOffPolicy = 2
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.05, Floor: 0.25, Ceiling: 0.75, Gain: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	wide := cfg
+	wide.ContinueAsNewEvery = 10
+	type stepOf struct {
+		fraction float64
+		anchors  int
+	}
+	var runs [][]stepOf
+	var ends []RunResult
+	for _, c := range []runconfig.Config{cfg, wide} {
+		id := fmt.Sprintf("pipe-refresh-%d", c.ContinueAsNewEvery)
+		res := runWith(t, refreshActivities(t, st, base), RunInput{RunID: id, Config: c}, nil)
+		if res.Steps != c.Steps {
+			t.Fatalf("%s: %+v", id, res)
+		}
+		var steps []stepOf
+		for _, r := range stepMetrics(t, st, id, c.Steps) {
+			steps = append(steps, stepOf{r.Metrics.AnchorFraction, r.Metrics.AnchorGroups})
+		}
+		t.Logf("%s: checkpoint %s, steps %v", id, short(res.Checkpoint.Hash), steps)
+		runs, ends = append(runs, steps), append(ends, res)
+	}
+	if ends[0].Checkpoint != ends[1].Checkpoint || fmt.Sprint(runs[0]) != fmt.Sprint(runs[1]) {
+		t.Fatalf("handovers changed the run: %v %v / %v %v", ends[0].Checkpoint, runs[0], ends[1].Checkpoint, runs[1])
+	}
+	// Refreshes after steps 1 and 3; with d = 2 the one after step 1 scores
+	// steps 4 and 5, the one after step 3 none.
+	ctx := t.Context()
+	vs, err := st.WorldModelVersions(ctx, "pipe-refresh-10")
+	if err != nil || len(vs) != 2 || vs[0].Step != 1 || vs[1].Step != 3 {
+		t.Fatalf("versions %+v, %v; want after steps 1 and 3", vs, err)
+	}
+	sealed, _ := base.Marshal()
+	frozen, _ := worldmodel.Load(sealed)
+	b, err := os.ReadFile(vs[0].Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := worldmodel.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite, _ := testenv.SmallSuite()
+	for step, m := range []*worldmodel.Model{frozen, frozen, frozen, frozen, first, first} {
+		ts, err := st.StepTrajectories(ctx, "pipe-refresh-10", step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ts {
+			task, err := suite.Task(tr.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := m.PredictText(task.Card.Vector(), tr.Program)
+			if err != nil || tr.WMScore == nil || *tr.WMScore != want {
+				t.Fatalf("step %d %s: r_wm %v, want %v from the model planned for it (%v)", step, tr.Key, tr.WMScore, want, err)
+			}
+		}
 	}
 }
