@@ -68,6 +68,17 @@ func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (Generat
 	if err := req.Validate(); err != nil {
 		return GenerateResponse{}, invalid(err)
 	}
+	if req.Checkpoint.Version != req.Step {
+		// An older checkpoint only as the run's pipeline samples from it.
+		cfg, err := a.runConfig(ctx, req.RunID)
+		if err != nil {
+			return GenerateResponse{}, err
+		}
+		if want := cfg.Pipeline.SamplingCheckpoint(req.Step); req.Checkpoint.Version != want {
+			return GenerateResponse{}, invalid(fmt.Errorf("checkpoint version %d at step %d: the run (pipeline.max_off_policy %d) "+
+				"samples step %d from checkpoint %d", req.Checkpoint.Version, req.Step, cfg.Pipeline.OffPolicy(), req.Step, want))
+		}
+	}
 	train, err := a.tasks(ctx, req.RunID, req.SuiteSeed, backend.Train)
 	if err != nil {
 		return GenerateResponse{}, err
