@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -64,6 +65,7 @@ func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
 				return RunResult{}, err
 			}
 			inFlight[next] = f
+			r.inFlight = append(r.inFlight, next)
 			next++
 			started++
 		}
@@ -91,6 +93,7 @@ func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
 			continue // a resume: start what may start
 		}
 		delete(inFlight, st.Step)
+		r.inFlight = slices.DeleteFunc(r.inFlight, func(t int) bool { return t == st.Step })
 		if err := r.foldPipelined(ctx, f, inFlight); err != nil {
 			return RunResult{}, err
 		}

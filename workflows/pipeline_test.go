@@ -166,16 +166,22 @@ func TestRealPipelineSignals(t *testing.T) {
 	})
 	t.Logf("paused: state %s at step %d, checkpoint %d; resumed run ends at %s", paused.State, paused.Step,
 		paused.Checkpoint.Version, short(res.Checkpoint.Hash))
-	if paused.State != StatePaused || paused.Step != 3 || paused.Checkpoint != ck3 {
+	if paused.State != StatePaused || paused.Step != 3 || paused.Checkpoint != ck3 || len(paused.InFlight) != 0 {
 		t.Errorf("while paused: %+v, want paused at step 3 with checkpoint %+v", paused, cps[3])
 	}
 	if res.Steps != cfg.Steps || res.Checkpoint != base.Checkpoint {
 		t.Errorf("paused and resumed run %+v, want the unsignalled run's checkpoint %+v", res, base.Checkpoint)
 	}
 
+	var during Status
 	res, _ = runSignalled(t, newActs(), RunInput{RunID: "sig-stop", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { during = queryStatus(t, env) }, 0)
 		env.SignalWorkflow(SignalStop, nil)
 	})
+	t.Logf("as step 2 generates: %d steps done, in flight %v", during.Step, during.InFlight)
+	if n := len(during.InFlight); n == 0 || n > 2 || during.InFlight[n-1] != 2 {
+		t.Errorf("in flight as step 2 generates: %v, want step 2 and at most one before it", during.InFlight)
+	}
 	t.Logf("stopped: %d steps, checkpoint %d %s", res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
 	if !res.Stopped || res.Steps != 3 || res.Checkpoint != ck3 || res.HeldOut == nil || res.HeldOut.Version != 3 {
 		t.Errorf("stopped run %+v, want 3 steps at checkpoint %+v, evaluated", res, cps[3])
@@ -252,6 +258,15 @@ func TestIntegrationPipeline(t *testing.T) {
 	if results[0].Checkpoint != results[1].Checkpoint {
 		t.Fatalf("same config and seed, different checkpoints: %+v and %+v", results[0].Checkpoint, results[1].Checkpoint)
 	}
+	// The sequential run of the same config, for its wall time (logged only:
+	// in-process activities leave little to overlap).
+	seq := cfg
+	seq.Pipeline = runconfig.Pipeline{}
+	seqID := fmt.Sprintf("it-pipe-seq-%d", stamp)
+	start := time.Now()
+	seqRes := runAndWait(ctx, t, c, seqID, RunInput{RunID: seqID, Config: seq})
+	t.Logf("%s (d = 0): checkpoint %d %s in %v", seqID, seqRes.Checkpoint.Version, short(seqRes.Checkpoint.Hash),
+		time.Since(start).Round(time.Millisecond))
 
 	sig := cfg
 	sig.Steps, sig.ContinueAsNewEvery = 8, 10 // room for the steps in flight after the stop

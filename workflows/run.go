@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -127,6 +128,9 @@ type Status struct {
 	HeldOut                *HeldOut                       `json:"held_out,omitempty"`
 	// WorldModel is the current refreshed world model; nil: the frozen one.
 	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
+	// InFlight (pipeline.max_off_policy > 0) are the steps started and not
+	// completed, ascending.
+	InFlight []int `json:"in_flight,omitempty"`
 }
 
 func invalidInput(err error) error {
@@ -177,6 +181,8 @@ type runFlow struct {
 	ui bool
 	// pipelined is changeAsyncPipeline: pipeline.max_off_policy > 0.
 	pipelined bool
+	// inFlight are a pipelined run's steps in flight, ascending.
+	inFlight []int
 
 	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
 }
@@ -263,7 +269,7 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 			Run: r.in.RunID, Name: cfg.Name, State: r.state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
 			AnchorFraction: st.AnchorFraction, RealisedAnchorFraction: st.Tracker.Realised(), Rho: st.Rho,
 			Checkpoint: st.Checkpoint, Last: st.Last, Calibration: st.Calibration, HeldOut: st.HeldOut,
-			WorldModel: st.WorldModel,
+			WorldModel: st.WorldModel, InFlight: slices.Clone(r.inFlight),
 		}, nil
 	})
 	if err != nil {
