@@ -94,4 +94,12 @@ const (
 	// per group (turns.go). Single-shot steps never reach the check, so
 	// no earlier history meets it.
 	changeTurns = "turns"
+	// changeAsyncPipeline (version 1, asked only in runs with
+	// pipeline.max_off_policy d > 0): the run keeps up to d+1 step
+	// children in flight (pipeline.go); step t samples from checkpoint
+	// max(0, t−d) (StepInput.Sampler), waits for step t−1's checkpoint and
+	// denoiser state (StepInput.AwaitPrevious, signal SignalPreviousStep)
+	// before CalibrateAndFuse, and its Update names the sampling
+	// checkpoint and the clip. Sequential runs never reach the check.
+	changeAsyncPipeline = "async-pipeline"
 )

@@ -179,7 +179,7 @@ type UpdateRequest struct {
 	Key string
 	// Sampler is the checkpoint the batch was sampled from when it is an
 	// older one than Base (an asynchronous pipeline's, docs/design.md,
-	// "Asynchronous pipeline (design)"); nil when it is Base, the
+	// "Asynchronous pipeline"); nil when it is Base, the
 	// sequential step. The built-in policy then scores each token under
 	// Sampler (its sampling logprob, a deterministic function of the
 	// checkpoint, the input and the tokens, so nothing per token is

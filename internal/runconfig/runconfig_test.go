@@ -163,7 +163,8 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = -1 }, "pipeline.max_off_policy: must be in [0,4]"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = 5 }, "pipeline.max_off_policy: must be in [0,4]"},
-		{func(c *Config) { c.Pipeline.MaxOffPolicy = 1 }, "pipeline.max_off_policy: 1: the asynchronous pipeline is not built yet"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Trajectory.Turns = 1, 3 }, "pipeline.max_off_policy: 1 with trajectory.turns 3"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Anchors.Active = 2, ActiveAnchors{Enabled: true, Mix: 0.5} }, "pipeline.max_off_policy: 2 with anchors.active"},
 		{func(c *Config) { c.Pipeline.Clip = -0.1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = 1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = math.NaN() }, "pipeline.clip:"},
@@ -733,9 +734,13 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("d %d: step %d samples from %d, want %d", tt.d, tt.t, got, tt.want)
 		}
 	}
-	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
-	want := "pipeline.max_off_policy: line 3: 2: the asynchronous pipeline is not built yet"
+	c, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
+	if err != nil || c.Pipeline.OffPolicy() != 2 {
+		t.Errorf("max_off_policy 2: %+v, %v; want accepted", c.Pipeline, err)
+	}
+	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 5\n"))
+	want := "pipeline.max_off_policy: line 3: must be in [0,4]"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("max_off_policy 2: %v, want an error starting %q", err, want)
+		t.Errorf("max_off_policy 5: %v, want an error starting %q", err, want)
 	}
 }

@@ -164,8 +164,9 @@ func (c Config) checkTrajectory() []func() error {
 }
 
 // checkPipeline checks the pipeline section. Zeros are the defaults. The
-// schedule is written down (docs/design.md, "Asynchronous pipeline
-// (design)") but the workflows do not run it yet, so d > 0 is refused.
+// workflows run d > 0 (docs/design.md, "Asynchronous pipeline") for
+// single-shot trajectories without active anchor selection; with those,
+// d > 0 is refused.
 func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
@@ -173,9 +174,14 @@ func (c Config) checkPipeline() []func() error {
 			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
 				return err
 			}
-			if p.MaxOffPolicy > 0 {
-				return bad("pipeline.max_off_policy", "%d: the asynchronous pipeline is not built yet (the schedule is "+
-					"in docs/design.md, \"Asynchronous pipeline (design)\"); only 0, the sequential step, runs", p.MaxOffPolicy)
+			switch {
+			case p.MaxOffPolicy == 0:
+			case c.Trajectory.MultiTurn():
+				return bad("pipeline.max_off_policy", "%d with trajectory.turns %d: the asynchronous pipeline of multi-turn "+
+					"trajectories is not built; use 0 (the sequential step)", p.MaxOffPolicy, c.Trajectory.TurnCount())
+			case c.Anchors.Active.Enabled:
+				return bad("pipeline.max_off_policy", "%d with anchors.active: active anchor selection reads the steps "+
+					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
 			}
 			return nil
 		},
