@@ -40,8 +40,9 @@ func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
 }
 
 // EvalUsage is one held-out evaluation of a run (Step is the checkpoint
-// version evaluated): its executions, their CPU and wall seconds, and its
-// held-out score as HeldOutScore computes it.
+// version evaluated): its executions (a sample's turns or best_of
+// attempts each count; HeldOut.Samples counts the samples), their CPU and
+// wall seconds, and its held-out score as HeldOutScore computes it.
 type EvalUsage struct {
 	Step        int     `json:"step"`
 	Executions  int     `json:"executions"`
@@ -53,8 +54,8 @@ type EvalUsage struct {
 // RunEvaluations returns every held-out evaluation of a run in step order,
 // in one query.
 func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT step, sum(n)::int, sum(cpu), sum(wall), avg(task_mean), count(*) FROM (
-			SELECT step, task_id, count(*) AS n, sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
+	rows, err := s.pool.Query(ctx, `SELECT step, sum(x)::int, sum(cpu), sum(wall), avg(task_mean), count(*), sum(n)::int FROM (
+			SELECT step, task_id, count(*) AS n, sum(executions) AS x, sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
 				avg(CASE WHEN status = 'ok' THEN position ELSE 0 END) AS task_mean
 			FROM evaluations WHERE run_id = $1 GROUP BY step, task_id) t
 		GROUP BY step ORDER BY step`, run)
@@ -63,8 +64,8 @@ func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, er
 	}
 	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EvalUsage, error) {
 		var e EvalUsage
-		err := row.Scan(&e.Step, &e.Executions, &e.CPUSeconds, &e.WallSeconds, &e.HeldOut.Score, &e.HeldOut.Tasks)
-		e.HeldOut.Samples = e.Executions
+		err := row.Scan(&e.Step, &e.Executions, &e.CPUSeconds, &e.WallSeconds, &e.HeldOut.Score, &e.HeldOut.Tasks,
+			&e.HeldOut.Samples)
 		return e, err
 	})
 	if err != nil {
