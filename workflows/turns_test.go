@@ -247,6 +247,60 @@ func TestIntegrationTurns(t *testing.T) {
 	}
 }
 
+// TestIntegrationEvalAttempts runs through the Temporal server a 3-turn
+// grpo run of the tiny preset and a single-shot one under eval.best_of: 3,
+// one segment each with its final held-out evaluation: every held-out row
+// counts its 3 executions and names its reduction. With
+// WMRL_RECORD_HISTORIES=1 it writes both run histories to testdata/ for
+// TestReplay (the change eval-attempts in a recorded history).
+func TestIntegrationEvalAttempts(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	for _, tt := range []struct {
+		name, detail string
+		set          func(*runconfig.Config)
+	}{
+		{"turns", "max over 3 turns: turn ", func(c *runconfig.Config) { c.Trajectory.Turns = 3 }},
+		{"bestof", "best of 3: attempt ", func(c *runconfig.Config) { c.Eval.BestOf = 3 }},
+	} {
+		cfg := tiny(t, mode.GRPO)
+		cfg.SuiteSeed = testenv.SuiteSeed
+		cfg.Steps, cfg.ContinueAsNewEvery, cfg.Eval.Every, cfg.Eval.Tasks, cfg.Eval.Samples = 2, 10, 0, 1, 2
+		tt.set(&cfg)
+		id := fmt.Sprintf("evalattempts-%s-%d", tt.name, stamp)
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := we.Get(ctx, &res); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if res.Steps != cfg.Steps || res.HeldOut == nil || res.HeldOut.Samples != 2 {
+			t.Fatalf("%s: result %+v, held-out %+v", tt.name, res, res.HeldOut)
+		}
+		evs, err := st.Evaluations(ctx, id, res.Checkpoint.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Executions != 3 || !strings.HasPrefix(e.Result.Detail, tt.detail) {
+				t.Errorf("%s: held-out %s/%d: %d executions, detail %q", tt.name, e.TaskID, e.Sample, e.Executions, e.Result.Detail)
+			}
+		}
+		t.Logf("%s: checkpoint %s, held-out %.4f", tt.name, res.Checkpoint.Hash[:12], res.HeldOut.Score)
+		if os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+			record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/evalattempts_run_%s.json", tt.name))
+		}
+	}
+}
+
 // TestTurnsHistorySize measures the history of one grpo step at 64 groups ×
 // 8 samples × 5 turns (every trajectory executed: the largest step history
 // of the modes) through the Temporal server: its events and its JSON bytes,
