@@ -341,4 +341,15 @@ func TestTurnSummaries(t *testing.T) {
 	if none, err := s.TurnsByIndex(ctx, "no-such-run", -1); err != nil || len(none) != 0 {
 		t.Errorf("a run without turns: %+v, %v", none, err)
 	}
+	// Per step: the real group's 2 × 2 turns executed; the world model
+	// answers the other group's 2 × 2 turns and grades the 4 real ones.
+	us, err := s.RunUsage(ctx, r.ID)
+	if err != nil || len(us) != 2 {
+		t.Fatalf("RunUsage = %+v, %v", us, err)
+	}
+	for _, u := range us {
+		if u.TurnExecutions != 4 || u.TurnWMCalls != 8 {
+			t.Errorf("step %d usage %+v: want 4 turn executions, 8 world-model calls", u.Step, u)
+		}
+	}
 }

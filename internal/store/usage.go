@@ -17,10 +17,17 @@ type StepUsage struct {
 	Executed     int     `json:"executed"`
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	WallSeconds  float64 `json:"wall_seconds"`
+	// TurnExecutions and TurnWMCalls count a multi-turn step's turns: the
+	// real turns executed (answered) and the world model's calls (its
+	// answers and its grades of real turns), each turn once; 0 for a
+	// single-shot step (no turn rows). CPUSeconds and WallSeconds already
+	// sum every turn's.
+	TurnExecutions int `json:"turn_executions,omitempty"`
+	TurnWMCalls    int `json:"turn_wm_calls,omitempty"`
 }
 
 // RunUsage returns the usage of every step of a run that has trajectories,
-// in step order, in one query.
+// in step order, in two queries (trajectories, then turns).
 func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT step, count(*), count(wm_score), count(status),
 		coalesce(sum(cpu_seconds), 0), coalesce(sum(wall_seconds), 0)
@@ -35,6 +42,30 @@ func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run usage %s: %w", run, err)
+	}
+	rows, err = s.pool.Query(ctx, `SELECT step, count(*) FILTER (WHERE source = 'real' AND status IS NOT NULL),
+		count(*) FILTER (WHERE source = 'world_model' AND status IS NOT NULL) + count(wm_reward)
+		FROM turns WHERE run_id = $1 GROUP BY step`, run)
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: turns: %w", run, err)
+	}
+	type turnUse struct{ step, execs, wm int }
+	tus, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnUse, error) {
+		var u turnUse
+		err := row.Scan(&u.step, &u.execs, &u.wm)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: turns: %w", run, err)
+	}
+	at := make(map[int]int, len(us))
+	for i, u := range us {
+		at[u.Step] = i
+	}
+	for _, tu := range tus {
+		if i, ok := at[tu.step]; ok {
+			us[i].TurnExecutions, us[i].TurnWMCalls = tu.execs, tu.wm
+		}
 	}
 	return us, nil
 }
