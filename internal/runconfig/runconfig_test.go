@@ -159,7 +159,6 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Trajectory.Turns = -1 }, "trajectory.turns:"},
 		{func(c *Config) { c.Trajectory.Turns = 65 }, "trajectory.turns:"},
 		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "tinker" }, "trajectory.turns: 3 turns with policy.backend \"tinker\""},
-		{func(c *Config) { c.Trajectory.Turns, c.WorldModel.Refresh.Every = 3, 5 }, "trajectory.turns: 3 turns with world_model.refresh"},
 		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = -1 }, "pipeline.max_off_policy: must be in [0,4]"},

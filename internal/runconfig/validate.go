@@ -152,13 +152,6 @@ func (c Config) checkTrajectory() []func() error {
 					"built-in policy only (a language model's turns, one token sequence per trajectory, are not built yet)",
 					t.Turns, c.Policy.Backend)
 			}
-			if t.MultiTurn() && c.WorldModel.Refresh.On() {
-				// A refresh learns (program, r_env) from the trajectories'
-				// rows, which hold the first turn's program and the
-				// reduced r_env; it needs the turns' own pairs instead.
-				return bad("trajectory.turns", "%d turns with world_model.refresh: refreshing the world model on "+
-					"multi-turn trajectories is not built yet", t.Turns)
-			}
 			return nil
 		},
 		func() error {
