@@ -62,9 +62,15 @@ func (a *Activities) groupTurn(ctx context.Context, run string, step, group, tur
 
 // previousOf is a turn's answer as the next turn's policy input.
 func previousOf(t store.Turn) backend.Previous {
-	p := backend.Previous{Text: t.Action, Status: t.Answer.Status}
-	if r := t.Answer.Reward; r != nil {
-		p.Graded, p.Bucket = true, turns.Bucket(*r)
+	return previous(t.Action, t.Answer.Status, t.Answer.Reward)
+}
+
+// previous is an action, the status of its answer and its reward (nil when
+// ungraded) as the next turn's policy input.
+func previous(text, status string, reward *float64) backend.Previous {
+	p := backend.Previous{Text: text, Status: status}
+	if reward != nil {
+		p.Graded, p.Bucket = true, turns.Bucket(*reward)
 	}
 	return p
 }

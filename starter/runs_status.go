@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -366,12 +367,30 @@ func printStatus(w io.Writer, r statusReport) error {
 }
 
 // turnCost is what a multi-turn step's line adds: its turns per
-// trajectory and its world-model calls over all turns (the answers of the
-// world-model groups' turns and the grades of the real turns).
+// trajectory, its world-model calls over all turns (the answers of the
+// world-model groups' turns and the grades of the real turns), its real
+// turns' executions and their CPU seconds, and the same per turn index.
 type turnCost struct {
-	Turns   int `json:"turns"`
-	WMCalls int `json:"wm_calls"`
+	Turns      int     `json:"turns"`
+	WMCalls    int     `json:"wm_calls"`
+	Executions int     `json:"executions"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// ByTurn is the cost of each turn index, in turn order.
+	ByTurn []turnIndexCost `json:"by_turn"`
 }
+
+// turnIndexCost is the cost of one turn index of a step: the executions
+// of its real turns (answered), their CPU seconds, and its world-model
+// calls.
+type turnIndexCost struct {
+	Turn       int     `json:"turn"`
+	Executions int     `json:"executions"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	WMCalls    int     `json:"wm_calls"`
+}
+
+// shortTurns is the most turns a step line breaks its costs down by.
+const shortTurns = 5
 
 // stepTurnCost reads a step's turnCost from its turns; nil for a
 // single-shot step (no turn rows).
@@ -383,22 +402,54 @@ func stepTurnCost(ctx context.Context, st *store.Store, run string, step int) (*
 	c := &turnCost{}
 	for _, x := range rows {
 		c.Turns = max(c.Turns, x.Turn)
+	}
+	c.ByTurn = make([]turnIndexCost, c.Turns)
+	for i := range c.ByTurn {
+		c.ByTurn[i].Turn = i + 1
+	}
+	for _, x := range rows {
+		b := &c.ByTurn[x.Turn-1]
 		if x.Source == store.SourceWorldModel {
-			c.WMCalls += x.Answered
+			b.WMCalls += x.Answered
+		} else {
+			b.Executions += x.Answered
 		}
-		c.WMCalls += x.WMGraded
+		b.WMCalls += x.WMGraded
+		b.CPUSeconds += x.CPUSeconds
+	}
+	for _, b := range c.ByTurn {
+		c.WMCalls += b.WMCalls
+		c.Executions += b.Executions
+		c.CPUSeconds += b.CPUSeconds
 	}
 	return c, nil
 }
 
+// perTurn is " (a/b/c)" of the turns' values under shortTurns turns, else
+// "".
+func (c *turnCost) perTurn(f func(turnIndexCost) string) string {
+	if len(c.ByTurn) > shortTurns {
+		return ""
+	}
+	parts := make([]string, len(c.ByTurn))
+	for i, b := range c.ByTurn {
+		parts[i] = f(b)
+	}
+	return " (" + strings.Join(parts, "/") + ")"
+}
+
 // stepLine is one completed step's metrics on one line; tc, for a
-// multi-turn step, adds its turns and world-model calls (its executions,
-// counted over all turns, are the metrics' executed).
+// multi-turn step, adds its turns, its executions' CPU seconds and its
+// world-model calls, per turn when there are at most shortTurns (its
+// executions, counted over all turns, are the metrics' executed).
 func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) string {
 	m := s.Metrics
 	executed := fmt.Sprintf("%d executed", m.Executed)
 	if tc != nil {
-		executed = fmt.Sprintf("%d turns, %d executed, %d world-model calls", tc.Turns, m.Executed, tc.WMCalls)
+		executed = fmt.Sprintf("%d turns, %d executed%s, %.3f CPU-s%s, %d world-model calls%s", tc.Turns, m.Executed,
+			tc.perTurn(func(b turnIndexCost) string { return strconv.Itoa(b.Executions) }),
+			tc.CPUSeconds, tc.perTurn(func(b turnIndexCost) string { return fmt.Sprintf("%.3f", b.CPUSeconds) }),
+			tc.WMCalls, tc.perTurn(func(b turnIndexCost) string { return strconv.Itoa(b.WMCalls) }))
 	}
 	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %s, reward %.3f, bias %+.3f -> %+.3f",
 		s.Step, m.Rho, m.AnchorGroups, executed, m.MeanReward, m.BiasBefore, m.BiasAfter)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,13 +35,29 @@ func TestIntegrationTurns(t *testing.T) {
 			t.Errorf("run output lacks %q", w)
 		}
 	}
-	if n := strings.Count(out, "anchors 1 groups, 3 turns, 12 executed, 48 world-model calls, reward "); n != 3+1 {
-		t.Errorf("run output: %d step lines with 3 turns, 12 executed, 48 world-model calls; want 3 and the status's last step", n)
+	// Per turn: 4 executions, their CPU seconds (0.000 with this stack's
+	// sandbox, as the cost line's; TestTurnSummaries sums nonzero ones),
+	// 16 world-model calls.
+	line := regexp.MustCompile(`anchors 1 groups, 3 turns, 12 executed \(4/4/4\), [0-9.]+ CPU-s \([0-9.]+/[0-9.]+/[0-9.]+\), ` +
+		`48 world-model calls \(16/16/16\), reward `)
+	if n := len(line.FindAllString(out, -1)); n != 3+1 {
+		t.Errorf("run output: %d step lines matching %s; want 3 and the status's last step", n, line)
 	}
 	var sr statusReport
 	e.wmrlJSON(t, &sr, "status", name)
-	if sr.LastTurns == nil || *sr.LastTurns != (turnCost{Turns: 3, WMCalls: 48}) {
-		t.Errorf("status last_turns %+v, want 3 turns, 48 world-model calls", sr.LastTurns)
+	if c := sr.LastTurns; c == nil || c.Turns != 3 || c.WMCalls != 48 || c.Executions != 12 || len(c.ByTurn) != 3 {
+		t.Errorf("status last_turns %+v, want 3 turns, 48 world-model calls, 12 executions", sr.LastTurns)
+	} else {
+		var cpu float64
+		for i, b := range c.ByTurn {
+			if b.Turn != i+1 || b.Executions != 4 || b.WMCalls != 16 || b.CPUSeconds < 0 {
+				t.Errorf("status last_turns turn %d: %+v, want 4 executions with their CPU seconds, 16 world-model calls", i+1, b)
+			}
+			cpu += b.CPUSeconds
+		}
+		if math.Abs(cpu-c.CPUSeconds) > 1e-9 {
+			t.Errorf("status last_turns: CPU seconds %v, the turns' sum %v", c.CPUSeconds, cpu)
+		}
 	}
 
 	var in inspectReport

@@ -134,6 +134,14 @@ func withEvaluateUntilVerdict(ctx workflow.Context, cfg runconfig.Config) workfl
 		heartbeat: time.Minute, retryFor: cfg.Sandbox.RetryBudget()})
 }
 
+// withEvaluateAttempts is withEvaluateUntilVerdict for a held-out task
+// whose samples each run attempts executions (changeEvalAttempts).
+func withEvaluateAttempts(ctx workflow.Context, cfg runconfig.Config, attempts int) workflow.Context {
+	return options(ctx, activityOptions{queue: QueueSandbox,
+		startToClose: time.Duration(attempts*cfg.Eval.Samples)*(deadline(cfg)+30*time.Second) + time.Minute,
+		heartbeat:    time.Minute, retryFor: cfg.Sandbox.RetryBudget()})
+}
+
 func withGPU(ctx workflow.Context) workflow.Context {
 	return options(ctx, activityOptions{queue: QueueGPU, startToClose: 30 * time.Minute, heartbeat: 30 * time.Second})
 }

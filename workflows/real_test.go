@@ -40,11 +40,21 @@ func realActivities(t *testing.T, st *store.Store, sb *testenv.InProcess, dataDi
 // result and the number of segments.
 func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, int) {
 	t.Helper()
+	return runToEndWith(t, a, in, nil)
+}
+
+// runToEndWith is runToEnd with setup applied to every segment's
+// environment (nil: none), e.g. a GetVersion mock.
+func runToEndWith(t *testing.T, a *activities.Activities, in RunInput, setup func(*testsuite.TestWorkflowEnvironment)) (RunResult, int) {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	for seg := 1; seg <= 20; seg++ {
 		env := newEnv(t, &s)
 		env.SetTestTimeout(2 * time.Minute)
 		activities.Register(env, a)
+		if setup != nil {
+			setup(env)
+		}
 		env.ExecuteWorkflow(TrainingRun, in)
 		err := env.GetWorkflowError()
 		var can *workflow.ContinueAsNewError

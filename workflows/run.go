@@ -541,11 +541,29 @@ func evaluate(ctx workflow.Context, runID string, cfg runconfig.Config, st *RunS
 		ev = withEvaluateUntilVerdict(ctx, cfg)
 	}
 	limits := cfg.Sandbox.Limits()
+	// A multi-turn run's samples are its K turns, a best_of run's its N
+	// attempts (changeEvalAttempts); a single-shot run's evaluation never
+	// asks.
+	attempts := 1
+	if cfg.EvalAttempts() > 1 && workflow.GetVersion(ctx, changeEvalAttempts, workflow.DefaultVersion, 1) >= 1 {
+		attempts = cfg.EvalAttempts()
+		ev = withEvaluateAttempts(ctx, cfg, attempts)
+	}
 	err = forEach(ctx, len(tasks.TaskIDs), cfg.Parallelism, func(i int) activities.Future[activities.EvaluateResponse] {
-		ectx := summarized(ev, ui, "checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
-		return activities.Evaluate.Execute(ectx, activities.EvaluateRequest{
+		req := activities.EvaluateRequest{
 			RunID: runID, Checkpoint: st.Checkpoint, TaskID: tasks.TaskIDs[i], Samples: cfg.Eval.Samples,
-			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget})
+			Seed: cfg.Seed, SuiteSeed: cfg.SuiteSeed, Limits: limits, Budget: cfg.Sandbox.Budget}
+		ectx := summarized(ev, ui, "checkpoint %d %s: %d samples", v, tasks.TaskIDs[i], cfg.Eval.Samples)
+		if attempts > 1 {
+			what := "attempts (best of)"
+			if cfg.Trajectory.MultiTurn() {
+				req.Turns, req.Reward, what = cfg.Trajectory.TurnCount(), cfg.Trajectory.Reduction(), "turns"
+			} else {
+				req.BestOf = attempts
+			}
+			ectx = summarized(ev, ui, "checkpoint %d %s: %d samples × %d %s", v, tasks.TaskIDs[i], cfg.Eval.Samples, attempts, what)
+		}
+		return activities.Evaluate.Execute(ectx, req)
 	}, func(i int, f activities.Future[activities.EvaluateResponse]) error {
 		err := f.Wait(ctx)
 		var app *temporal.ApplicationError

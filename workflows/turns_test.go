@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
@@ -50,8 +53,21 @@ func TestRealRunTurns(t *testing.T) {
 			if c.Trajectories != cfg.Steps*G*n || c.Executed != cfg.Steps*real*n {
 				t.Fatalf("counts %+v: want %d trajectories, %d executed", c, cfg.Steps*G*n, cfg.Steps*real*n)
 			}
-			if want := K*cfg.Steps*real*n + cfg.Eval.Tasks*cfg.Eval.Samples; sb.Runs() != want {
-				t.Errorf("sandbox ran %d times, want %d (K per executed trajectory, plus held-out)", sb.Runs(), want)
+			if want := K*cfg.Steps*real*n + K*cfg.Eval.Tasks*cfg.Eval.Samples; sb.Runs() != want {
+				t.Errorf("sandbox ran %d times, want %d (K per executed trajectory, plus K per held-out sample)", sb.Runs(), want)
+			}
+			evs, err := st.Evaluations(ctx, res.RunID, res.Checkpoint.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != cfg.Eval.Tasks*cfg.Eval.Samples {
+				t.Errorf("%d held-out rows, want %d", len(evs), cfg.Eval.Tasks*cfg.Eval.Samples)
+			}
+			for _, e := range evs {
+				if e.Executions != K || !strings.HasPrefix(e.Result.Detail, "max over 3 turns: turn ") {
+					t.Errorf("held-out %s/%d: %d executions, detail %q; want %d turns, max", e.TaskID, e.Sample, e.Executions,
+						e.Result.Detail, K)
+				}
 			}
 			for step := range cfg.Steps {
 				ts, err := st.StepTurns(ctx, res.RunID, step)
@@ -95,6 +111,69 @@ func TestRealRunTurns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRealRunEvalTurns: the tiny preset with trajectory.turns: 3 in grpo
+// has its held-out score measured over 3 real turns per sample, the max
+// (changeEvalAttempts); the same run with the change's GetVersion answering
+// DefaultVersion (a run recorded before it) trains to the same checkpoint
+// and is evaluated on turn 1 only, as before, with a third of the held-out
+// executions; every sample's 3-turn score is at least its turn-1 score, and
+// the mean is above it.
+func TestRealRunEvalTurns(t *testing.T) {
+	const K = 3
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.GRPO)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Trajectory.Turns = K
+	cfg.Eval.Samples = 4
+	sb := &testenv.InProcess{}
+	res, _ := runToEnd(t, realActivities(t, st, sb, t.TempDir()), RunInput{RunID: "evalturns-3", Config: cfg})
+	ran3 := sb.Runs()
+	sb1 := &testenv.InProcess{}
+	res1, _ := runToEndWith(t, realActivities(t, st, sb1, t.TempDir()), RunInput{RunID: "evalturns-1", Config: cfg},
+		func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnGetVersion(changeEvalAttempts, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		})
+	if res.Checkpoint.Hash != res1.Checkpoint.Hash {
+		t.Fatalf("the evaluation changed the training: checkpoints %s and %s", res.Checkpoint.Hash, res1.Checkpoint.Hash)
+	}
+	held := cfg.Eval.Tasks * cfg.Eval.Samples
+	if ran3-sb1.Runs() != (K-1)*held {
+		t.Errorf("sandbox ran %d and %d times: want %d more held-out executions over 3 turns", ran3, sb1.Runs(), (K-1)*held)
+	}
+	if res.HeldOut == nil || res1.HeldOut == nil {
+		t.Fatalf("held-out %+v and %+v", res.HeldOut, res1.HeldOut)
+	}
+	ctx := t.Context()
+	e3, err := st.Evaluations(ctx, res.RunID, res.Checkpoint.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, err := st.Evaluations(ctx, res1.RunID, res1.Checkpoint.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e3) != held || len(e1) != held {
+		t.Fatalf("%d and %d held-out rows, want %d", len(e3), len(e1), held)
+	}
+	score := func(e store.Evaluation) float64 {
+		if e.Result.Status == "ok" {
+			return e.Result.Position
+		}
+		return 0
+	}
+	for i := range e3 {
+		if e1[i].Executions != 0 || e3[i].Executions != K || score(e3[i]) < score(e1[i]) {
+			t.Errorf("%s/%d: 3 turns %v (%d executions, %q), turn 1 %v (%d)", e3[i].TaskID, e3[i].Sample, score(e3[i]),
+				e3[i].Executions, e3[i].Result.Detail, score(e1[i]), e1[i].Executions)
+		}
+	}
+	if !(res.HeldOut.Score > res1.HeldOut.Score) {
+		t.Errorf("held-out over 3 turns %.4f, turn 1 only %.4f: want above", res.HeldOut.Score, res1.HeldOut.Score)
+	}
+	t.Logf("grpo, 3 turns, checkpoint %s: held-out turn 1 only %.4f, max over 3 turns %.4f", res.Checkpoint.Hash[:12],
+		res1.HeldOut.Score, res.HeldOut.Score)
 }
 
 // TestRealRunTurnsDeterministic: the same 3-turn run twice, the second with
@@ -165,6 +244,60 @@ func TestIntegrationTurns(t *testing.T) {
 			t.Errorf("%s: the same 3-turn run twice ended at %s and %s", m, hashes[0], hashes[1])
 		}
 		t.Logf("%s, 3 turns: checkpoint %s (both runs)", m, hashes[0])
+	}
+}
+
+// TestIntegrationEvalAttempts runs through the Temporal server a 3-turn
+// grpo run of the tiny preset and a single-shot one under eval.best_of: 3,
+// one segment each with its final held-out evaluation: every held-out row
+// counts its 3 executions and names its reduction. With
+// WMRL_RECORD_HISTORIES=1 it writes both run histories to testdata/ for
+// TestReplay (the change eval-attempts in a recorded history).
+func TestIntegrationEvalAttempts(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	for _, tt := range []struct {
+		name, detail string
+		set          func(*runconfig.Config)
+	}{
+		{"turns", "max over 3 turns: turn ", func(c *runconfig.Config) { c.Trajectory.Turns = 3 }},
+		{"bestof", "best of 3: attempt ", func(c *runconfig.Config) { c.Eval.BestOf = 3 }},
+	} {
+		cfg := tiny(t, mode.GRPO)
+		cfg.SuiteSeed = testenv.SuiteSeed
+		cfg.Steps, cfg.ContinueAsNewEvery, cfg.Eval.Every, cfg.Eval.Tasks, cfg.Eval.Samples = 2, 10, 0, 1, 2
+		tt.set(&cfg)
+		id := fmt.Sprintf("evalattempts-%s-%d", tt.name, stamp)
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := we.Get(ctx, &res); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if res.Steps != cfg.Steps || res.HeldOut == nil || res.HeldOut.Samples != 2 {
+			t.Fatalf("%s: result %+v, held-out %+v", tt.name, res, res.HeldOut)
+		}
+		evs, err := st.Evaluations(ctx, id, res.Checkpoint.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Executions != 3 || !strings.HasPrefix(e.Result.Detail, tt.detail) {
+				t.Errorf("%s: held-out %s/%d: %d executions, detail %q", tt.name, e.TaskID, e.Sample, e.Executions, e.Result.Detail)
+			}
+		}
+		t.Logf("%s: checkpoint %s, held-out %.4f", tt.name, res.Checkpoint.Hash[:12], res.HeldOut.Score)
+		if os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+			record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/evalattempts_run_%s.json", tt.name))
+		}
 	}
 }
 

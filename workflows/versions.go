@@ -102,4 +102,11 @@ const (
 	// before CalibrateAndFuse, and its Update names the sampling
 	// checkpoint and the clip. Sequential runs never reach the check.
 	changeAsyncPipeline = "async-pipeline"
+	// changeEvalAttempts (version 1, asked only in held-out evaluations of
+	// runs with trajectory.turns > 1 or eval.best_of > 1): a held-out
+	// sample is the run's K real turns, or best_of attempts
+	// (EvaluateRequest.Turns, Reward, BestOf), with a timeout that many
+	// times longer. Single-shot evaluations never reach the check; before
+	// it a multi-turn policy was evaluated on its turn 1.
+	changeEvalAttempts = "eval-attempts"
 )

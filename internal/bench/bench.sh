@@ -100,13 +100,19 @@ orch() {
 	fi
 	# 64, 256 and 1024 trajectories per step with the process sandbox, then
 	# the default preset (256) with its default sandbox: Docker when an
-	# engine answers.
+	# engine answers, then 64 and 256 at K = 1 and K = 3 turns.
 	local st=0
 	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
 		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,32x8,128x8 || st=$?
 	echo
 	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
 		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 32x8 -sandbox auto || st=$?
+	# A step of 3-turn trajectories (trajectory.turns: 3) beside the same
+	# shape at 1 turn: step time and overhead at K = 1 and K = 3, as ratios
+	# (the "Turns" table).
+	echo
+	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
+		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,8x8x3,32x8,32x8x3 || st=$?
 	return "$st"
 }
 if [ -x "$exe_dir/wmrl-executor" ]; then

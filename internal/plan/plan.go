@@ -69,3 +69,26 @@ func EvalSampleSeed(evalSeed uint64, version int, taskID string, i int) uint64 {
 func EvalExecSeed(evalSeed uint64, version int, taskID string, i int) uint64 {
 	return seed.Derive(tagEval, evalSeed, uint64(version), seed.String(taskID), uint64(i))
 }
+
+// EvalTurnSampleSeed is the sampling seed of attempt t (from 1) of program
+// i of a held-out evaluation: turn t of a multi-turn policy's evaluation,
+// or the t-th of eval.best_of independent single-shot attempts.
+// EvalSampleSeed at t = 1, so the first attempt is the single-shot
+// evaluation's program; a hash of it and t after.
+func EvalTurnSampleSeed(evalSeed uint64, version int, taskID string, i, turn int) uint64 {
+	s := EvalSampleSeed(evalSeed, version, taskID, i)
+	if turn <= 1 {
+		return s
+	}
+	return seed.Derive(tagTurn, s, uint64(turn))
+}
+
+// EvalTurnExecSeed is the execution seed of attempt t (from 1) of program
+// i: EvalExecSeed at t = 1, a hash of it and t after.
+func EvalTurnExecSeed(evalSeed uint64, version int, taskID string, i, turn int) uint64 {
+	s := EvalExecSeed(evalSeed, version, taskID, i)
+	if turn <= 1 {
+		return s
+	}
+	return seed.Derive(tagTurn, s, uint64(turn))
+}

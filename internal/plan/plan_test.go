@@ -64,3 +64,24 @@ func TestTurnSeeds(t *testing.T) {
 		}
 	}
 }
+
+func TestEvalTurnSeeds(t *testing.T) {
+	if EvalTurnSampleSeed(7, 2, "t-1", 4, 1) != EvalSampleSeed(7, 2, "t-1", 4) ||
+		EvalTurnExecSeed(7, 2, "t-1", 4, 1) != EvalExecSeed(7, 2, "t-1", 4) {
+		t.Error("attempt 1's seeds are not the single-shot evaluation's")
+	}
+	seen := map[uint64]bool{}
+	for i := range 3 {
+		for turn := 1; turn <= 5; turn++ {
+			for _, s := range []uint64{EvalTurnSampleSeed(7, 2, "t-1", i, turn), EvalTurnExecSeed(7, 2, "t-1", i, turn)} {
+				if seen[s] {
+					t.Errorf("sample %d attempt %d: seed %d used twice", i, turn, s)
+				}
+				seen[s] = true
+			}
+		}
+	}
+	if EvalTurnSampleSeed(7, 2, "t-1", 0, 2) == EvalTurnSampleSeed(7, 3, "t-1", 0, 2) {
+		t.Error("attempt 2's seed does not depend on the checkpoint version")
+	}
+}

@@ -16,11 +16,13 @@ type StepRecord struct {
 	Groups       int `json:"groups"`
 	AnchorGroups int `json:"anchor_groups"`
 	// Executions counts the step's training trajectories graded by real
-	// execution; CPUSeconds and WallSeconds are their sandbox cost.
+	// execution (of a multi-turn step, its executed turns: K per real
+	// trajectory); CPUSeconds and WallSeconds are their sandbox cost.
 	Executions  int     `json:"executions"`
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
-	// WMCalls counts the trajectories the world model scored.
+	// WMCalls counts the trajectories the world model scored (of a
+	// multi-turn step, its calls over all turns).
 	WMCalls int `json:"wm_calls"`
 	// Rho is the step's anchor weight; BiasBefore and BiasAfter the mean
 	// bias (r_wm − r_env) of the calibration window before and after the

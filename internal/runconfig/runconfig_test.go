@@ -171,6 +171,9 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Eval.Every = -1 }, "eval.every:"},
 		{func(c *Config) { c.Eval.Samples = 0 }, "eval.samples:"},
 		{func(c *Config) { c.Eval.Tasks = -1 }, "eval.tasks:"},
+		{func(c *Config) { c.Eval.BestOf = -1 }, "eval.best_of: must be in [0,64]"},
+		{func(c *Config) { c.Eval.BestOf = 65 }, "eval.best_of: must be in [0,64]"},
+		{func(c *Config) { c.Eval.BestOf, c.Trajectory.Turns = 3, 3 }, "eval.best_of: 3 with trajectory.turns 3"},
 		{func(c *Config) { c.ContinueAsNewEvery = 0 }, "continue_as_new_every:"},
 		{func(c *Config) { c.Sandbox.Kind = "v m" }, "sandbox.kind:"},
 		{func(c *Config) { c.Sandbox.MemoryMB = 8 }, "sandbox.memory_mb:"},
@@ -742,5 +745,35 @@ func TestPipeline(t *testing.T) {
 	want := "pipeline.max_off_policy: line 3: must be in [0,4]"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("max_off_policy 5: %v, want an error starting %q", err, want)
+	}
+}
+
+// TestEvalBestOf: eval.best_of is off by default and left out of the JSON
+// (recorded configurations keep their form), parses from YAML, sets the
+// executions of a held-out sample (EvalAttempts: best_of, or the turns of a
+// multi-turn run), and is refused at its line with trajectory.turns > 1.
+func TestEvalBestOf(t *testing.T) {
+	c := Default()
+	if c.Eval.BestOf != 0 || c.EvalAttempts() != 1 {
+		t.Errorf("default best_of %d, attempts %d; want 0, 1", c.Eval.BestOf, c.EvalAttempts())
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "best_of") {
+		t.Errorf("default config's JSON has best_of: %s", b)
+	}
+	c, err = Parse(Default(), []byte("eval:\n  best_of: 3\n"))
+	if err != nil || c.Eval.BestOf != 3 || c.EvalAttempts() != 3 {
+		t.Fatalf("best_of 3: %+v, attempts %d, %v", c.Eval, c.EvalAttempts(), err)
+	}
+	c, err = Parse(Default(), []byte("trajectory:\n  turns: 3\n"))
+	if err != nil || c.EvalAttempts() != 3 {
+		t.Fatalf("turns 3: attempts %d, %v; want 3", c.EvalAttempts(), err)
+	}
+	_, err = Parse(Default(), []byte("trajectory:\n  turns: 3\neval:\n  best_of: 3\n"))
+	if want := "eval.best_of: line 4: 3 with trajectory.turns 3"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("best_of with turns: %v, want an error starting %q", err, want)
 	}
 }

@@ -338,7 +338,18 @@ type Eval struct {
 	// Tasks limits the evaluation to the first Tasks held-out tasks; 0
 	// means all of them.
 	Tasks int `yaml:"tasks" json:"tasks"`
+	// BestOf N (above 1) evaluates a single-shot policy best-of-N: each
+	// held-out sample is N independent attempts, really executed, and
+	// scores the best (docs/design.md, "Held-out evaluation over turns").
+	// 0 or 1 is off. A multi-turn run (trajectory.turns > 1) is evaluated
+	// over its K turns instead, and refuses it.
+	BestOf int `yaml:"best_of" json:"best_of,omitempty"`
 }
+
+// EvalAttempts is the number of executions of one held-out sample: the
+// trajectory's turns of a multi-turn run, eval.best_of of a single-shot
+// one, else 1.
+func (c Config) EvalAttempts() int { return max(1, c.Trajectory.TurnCount(), c.Eval.BestOf) }
 
 // Sandbox kinds.
 const (

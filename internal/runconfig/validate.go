@@ -81,6 +81,9 @@ const (
 	// maxObservationTokens trajectory.observation_tokens.
 	maxTurns             = 64
 	maxObservationTokens = 1 << 16
+	// maxBestOf bounds eval.best_of (activities.maxEvalAttempts is the
+	// activity's own bound).
+	maxBestOf = 64
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -340,6 +343,17 @@ func (c Config) checks() []func() error {
 		func() error { return intIn("eval.every", c.Eval.Every, 0, maxSteps) },
 		func() error { return intIn("eval.samples", c.Eval.Samples, 1, maxSamples) },
 		func() error { return intIn("eval.tasks", c.Eval.Tasks, 0, 1000) },
+		func() error {
+			if err := intIn("eval.best_of", c.Eval.BestOf, 0, maxBestOf); err != nil {
+				return err
+			}
+			if c.Eval.BestOf > 1 && c.Trajectory.MultiTurn() {
+				return bad("eval.best_of", "%d with trajectory.turns %d: a multi-turn policy is evaluated over its %d turns "+
+					"(the same executions per sample); best_of is for a single-shot policy", c.Eval.BestOf,
+					c.Trajectory.Turns, c.Trajectory.Turns)
+			}
+			return nil
+		},
 		func() error { return intIn("continue_as_new_every", c.ContinueAsNewEvery, 1, 10_000) },
 		func() error {
 			// The worker's own sandboxes (auto, docker, process) or a

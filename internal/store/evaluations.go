@@ -17,6 +17,13 @@ type Evaluation struct {
 	Sample  int             `json:"sample"`
 	Program string          `json:"program"`
 	Result  executor.Result `json:"result"`
+	// Executions counts the sample's executions: its turns in a
+	// multi-turn policy's evaluation, its attempts under eval.best_of; 0
+	// means 1 (a single-shot sample; Evaluations reads 1 back as 0, so its
+	// JSON is as before). Program and Result are the attempt
+	// the evaluation's reduction chose, with the CPU and wall seconds of
+	// all of them.
+	Executions int `json:"executions,omitempty"`
 }
 
 // SaveEvaluations stores held-out executions and returns how many were new.
@@ -36,7 +43,7 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 	keys := make([]evalKey, n)
 	runs, steps, tasks, samples, programs := make([]string, n), make([]int, n), make([]string, n), make([]int, n), make([]string, n)
 	status, score, metric, position := make([]string, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	detail, cpu, wall := make([]string, n), make([]float64, n), make([]float64, n)
+	detail, cpu, wall, execs := make([]string, n), make([]float64, n), make([]float64, n), make([]int, n)
 	for i, e := range evs {
 		name := fmt.Sprintf("%s/step-%d/%s/sample-%d", e.Run, e.Step, e.TaskID, e.Sample)
 		if e.Run == "" || e.Step < 0 || e.TaskID == "" || e.Sample < 0 {
@@ -45,6 +52,10 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 		if err := checkResult(e.Result); err != nil {
 			return 0, fmt.Errorf("save evaluations: %s: %w", name, err)
 		}
+		if e.Executions < 0 {
+			return 0, fmt.Errorf("save evaluations: %s: %d executions", name, e.Executions)
+		}
+		execs[i] = max(1, e.Executions)
 		r := e.Result
 		keys[i] = evalKey{e.Run, e.Step, e.TaskID, e.Sample}
 		runs[i], steps[i], tasks[i], samples[i], programs[i] = e.Run, e.Step, e.TaskID, e.Sample, e.Program
@@ -55,9 +66,9 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 		return 0, fmt.Errorf("save evaluations: key %s/step-%d/%s/sample-%d twice in one batch", k.run, k.step, k.task, k.sample)
 	}
 	b := batch{table: "evaluations", key: []string{"run_id", "step", "task_id", "sample"},
-		cols:  []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds"},
-		types: []string{"text", "int", "text", "int", "text", "text", "float8", "float8", "float8", "text", "float8", "float8"},
-		args:  []any{runs, steps, tasks, samples, programs, status, score, metric, position, detail, cpu, wall}}
+		cols:  []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds", "executions"},
+		types: []string{"text", "int", "text", "int", "text", "text", "float8", "float8", "float8", "text", "float8", "float8", "int"},
+		args:  []any{runs, steps, tasks, samples, programs, status, score, metric, position, detail, cpu, wall, execs}}
 	var inserted int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -98,7 +109,7 @@ func (s *Store) HeldOutScore(ctx context.Context, run string, step int) (HeldOut
 // order.
 func (s *Store) Evaluations(ctx context.Context, run string, step int) ([]Evaluation, error) {
 	rows, err := s.pool.Query(ctx, `SELECT run_id, step, task_id, sample, program, status, score, metric, position,
-		detail, cpu_seconds, wall_seconds FROM evaluations WHERE run_id = $1 AND step = $2 ORDER BY task_id, sample`, run, step)
+		detail, cpu_seconds, wall_seconds, executions FROM evaluations WHERE run_id = $1 AND step = $2 ORDER BY task_id, sample`, run, step)
 	if err != nil {
 		return nil, fmt.Errorf("evaluations %s step %d: %w", run, step, err)
 	}
@@ -106,7 +117,10 @@ func (s *Store) Evaluations(ctx context.Context, run string, step int) ([]Evalua
 		var e Evaluation
 		r := &e.Result
 		err := row.Scan(&e.Run, &e.Step, &e.TaskID, &e.Sample, &e.Program, &r.Status, &r.Score, &r.Metric, &r.Position,
-			&r.Detail, &r.CPUSeconds, &r.WallSeconds)
+			&r.Detail, &r.CPUSeconds, &r.WallSeconds, &e.Executions)
+		if e.Executions == 1 {
+			e.Executions = 0 // a single-shot sample reads back as written
+		}
 		return e, err
 	})
 	if err != nil {

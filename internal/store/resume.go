@@ -61,9 +61,9 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			SELECT $2, version, hash, location, state, created_at FROM checkpoints WHERE run_id = $1 AND version <= $3 + 1
 			ON CONFLICT DO NOTHING`},
 		{"evaluations", `INSERT INTO evaluations (run_id, step, task_id, sample, program, status, score, metric,
-				position, detail, cpu_seconds, wall_seconds, created_at)
+				position, detail, cpu_seconds, wall_seconds, executions, created_at)
 			SELECT $2, step, task_id, sample, program, status, score, metric,
-				position, detail, cpu_seconds, wall_seconds, created_at
+				position, detail, cpu_seconds, wall_seconds, executions, created_at
 			FROM evaluations WHERE run_id = $1 AND step <= $3 + 1
 			ON CONFLICT DO NOTHING`},
 	}

@@ -401,7 +401,7 @@ func (s *Store) GroupTurns(ctx context.Context, run string, step, group int) ([]
 // TurnIndexStats summarises the turns of one turn index and source: how
 // many there are, how many are answered and how many of those have a
 // reward, their mean reward, and how many real turns the world model also
-// graded.
+// graded, and what they cost.
 type TurnIndexStats struct {
 	Turn     int    `json:"turn"`
 	Source   Source `json:"source"`
@@ -411,6 +411,11 @@ type TurnIndexStats struct {
 	// MeanReward is the mean over the rewarded turns (0 when none).
 	MeanReward float64 `json:"mean_reward"`
 	WMGraded   int     `json:"wm_graded"`
+	// CPUSeconds and WallSeconds sum the turns' executions (real turns);
+	// WMTokens the world model's tokens of its answers (world-model turns).
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	WMTokens    int     `json:"wm_tokens"`
 }
 
 // TurnImprovement counts, for one source, the trajectories whose first
@@ -437,14 +442,16 @@ func turnSteps(step int) string {
 // order; none for a single-shot run.
 func (s *Store) TurnsByIndex(ctx context.Context, run string, step int) ([]TurnIndexStats, error) {
 	rows, err := s.pool.Query(ctx, `SELECT d.turn, d.source, count(*), count(d.status), count(d.reward),
-		coalesce(avg(d.reward), 0), count(d.wm_reward) FROM turns d WHERE `+turnSteps(step)+`
+		coalesce(avg(d.reward), 0), count(d.wm_reward), coalesce(sum(d.cpu_seconds), 0),
+		coalesce(sum(d.wall_seconds), 0), coalesce(sum(d.wm_tokens), 0)::int FROM turns d WHERE `+turnSteps(step)+`
 		GROUP BY d.turn, d.source ORDER BY d.turn, d.source`, run, step)
 	if err != nil {
 		return nil, fmt.Errorf("turns by index of %s: %w", run, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TurnIndexStats, error) {
 		var x TurnIndexStats
-		err := row.Scan(&x.Turn, &x.Source, &x.Turns, &x.Answered, &x.Rewarded, &x.MeanReward, &x.WMGraded)
+		err := row.Scan(&x.Turn, &x.Source, &x.Turns, &x.Answered, &x.Rewarded, &x.MeanReward, &x.WMGraded,
+			&x.CPUSeconds, &x.WallSeconds, &x.WMTokens)
 		return x, err
 	})
 	if err != nil {

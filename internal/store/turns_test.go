@@ -239,7 +239,8 @@ func TestTurnsConcurrent(t *testing.T) {
 
 // TestTurnSummaries: TurnsByIndex, TurnImprovements and TurnPairs over a
 // hand-made run of two steps (step 1 still running), two groups (real,
-// world model) of two samples, two turns each.
+// world model) of two samples, two turns each, every answer 0.5 CPU and
+// 0.7 wall seconds.
 func TestTurnSummaries(t *testing.T) {
 	s := sharedStore(t)
 	ctx := t.Context()
@@ -290,16 +291,16 @@ func TestTurnSummaries(t *testing.T) {
 	}{
 		// step < 0: the completed step 0 alone.
 		{step: -1, want: []TurnIndexStats{
-			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.35, WMGraded: 2},
-			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 1, MeanReward: 0.4},
-			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.55, WMGraded: 2},
-			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.6},
+			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.35, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 1, MeanReward: 0.4, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.55, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.6, CPUSeconds: 1, WallSeconds: 1.4},
 		}, imp: []TurnImprovement{{SourceReal, 2, 1}, {SourceWorldModel, 1, 0}}},
 		{step: 1, want: []TurnIndexStats{
-			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, WMGraded: 2},
-			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1},
-			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, WMGraded: 2},
-			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9},
+			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, CPUSeconds: 1, WallSeconds: 1.4},
 		}, imp: []TurnImprovement{{SourceReal, 2, 2}, {SourceWorldModel, 2, 2}}},
 	} {
 		got, err := s.TurnsByIndex(ctx, r.ID, tt.step)
@@ -352,5 +353,16 @@ func TestTurnSummaries(t *testing.T) {
 	}
 	if none, err := s.TurnsByIndex(ctx, "no-such-run", -1); err != nil || len(none) != 0 {
 		t.Errorf("a run without turns: %+v, %v", none, err)
+	}
+	// Per step: the real group's 2 × 2 turns executed; the world model
+	// answers the other group's 2 × 2 turns and grades the 4 real ones.
+	us, err := s.RunUsage(ctx, r.ID)
+	if err != nil || len(us) != 2 {
+		t.Fatalf("RunUsage = %+v, %v", us, err)
+	}
+	for _, u := range us {
+		if u.TurnExecutions != 4 || u.TurnWMCalls != 8 {
+			t.Errorf("step %d usage %+v: want 4 turn executions, 8 world-model calls", u.Step, u)
+		}
 	}
 }

@@ -17,10 +17,17 @@ type StepUsage struct {
 	Executed     int     `json:"executed"`
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	WallSeconds  float64 `json:"wall_seconds"`
+	// TurnExecutions and TurnWMCalls count a multi-turn step's turns: the
+	// real turns executed (answered) and the world model's calls (its
+	// answers and its grades of real turns), each turn once; 0 for a
+	// single-shot step (no turn rows). CPUSeconds and WallSeconds already
+	// sum every turn's.
+	TurnExecutions int `json:"turn_executions,omitempty"`
+	TurnWMCalls    int `json:"turn_wm_calls,omitempty"`
 }
 
 // RunUsage returns the usage of every step of a run that has trajectories,
-// in step order, in one query.
+// in step order, in two queries (trajectories, then turns).
 func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT step, count(*), count(wm_score), count(status),
 		coalesce(sum(cpu_seconds), 0), coalesce(sum(wall_seconds), 0)
@@ -36,12 +43,37 @@ func (s *Store) RunUsage(ctx context.Context, run string) ([]StepUsage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run usage %s: %w", run, err)
 	}
+	rows, err = s.pool.Query(ctx, `SELECT step, count(*) FILTER (WHERE source = 'real' AND status IS NOT NULL),
+		count(*) FILTER (WHERE source = 'world_model' AND status IS NOT NULL) + count(wm_reward)
+		FROM turns WHERE run_id = $1 GROUP BY step`, run)
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: turns: %w", run, err)
+	}
+	type turnUse struct{ step, execs, wm int }
+	tus, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnUse, error) {
+		var u turnUse
+		err := row.Scan(&u.step, &u.execs, &u.wm)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run usage %s: turns: %w", run, err)
+	}
+	at := make(map[int]int, len(us))
+	for i, u := range us {
+		at[u.Step] = i
+	}
+	for _, tu := range tus {
+		if i, ok := at[tu.step]; ok {
+			us[i].TurnExecutions, us[i].TurnWMCalls = tu.execs, tu.wm
+		}
+	}
 	return us, nil
 }
 
 // EvalUsage is one held-out evaluation of a run (Step is the checkpoint
-// version evaluated): its executions, their CPU and wall seconds, and its
-// held-out score as HeldOutScore computes it.
+// version evaluated): its executions (a sample's turns or best_of
+// attempts each count; HeldOut.Samples counts the samples), their CPU and
+// wall seconds, and its held-out score as HeldOutScore computes it.
 type EvalUsage struct {
 	Step        int     `json:"step"`
 	Executions  int     `json:"executions"`
@@ -53,8 +85,8 @@ type EvalUsage struct {
 // RunEvaluations returns every held-out evaluation of a run in step order,
 // in one query.
 func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT step, sum(n)::int, sum(cpu), sum(wall), avg(task_mean), count(*) FROM (
-			SELECT step, task_id, count(*) AS n, sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
+	rows, err := s.pool.Query(ctx, `SELECT step, sum(x)::int, sum(cpu), sum(wall), avg(task_mean), count(*), sum(n)::int FROM (
+			SELECT step, task_id, count(*) AS n, sum(executions) AS x, sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
 				avg(CASE WHEN status = 'ok' THEN position ELSE 0 END) AS task_mean
 			FROM evaluations WHERE run_id = $1 GROUP BY step, task_id) t
 		GROUP BY step ORDER BY step`, run)
@@ -63,8 +95,8 @@ func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, er
 	}
 	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (EvalUsage, error) {
 		var e EvalUsage
-		err := row.Scan(&e.Step, &e.Executions, &e.CPUSeconds, &e.WallSeconds, &e.HeldOut.Score, &e.HeldOut.Tasks)
-		e.HeldOut.Samples = e.Executions
+		err := row.Scan(&e.Step, &e.Executions, &e.CPUSeconds, &e.WallSeconds, &e.HeldOut.Score, &e.HeldOut.Tasks,
+			&e.HeldOut.Samples)
 		return e, err
 	})
 	if err != nil {

@@ -66,6 +66,8 @@ func TestRunEvaluations(t *testing.T) {
 		{Run: r.ID, Step: 2, TaskID: "b", Sample: 0, Program: "q", Result: fail},
 		{Run: r.ID, Step: 2, TaskID: "b", Sample: 1, Program: "q", Result: res(0.25, 1)},
 		{Run: r.ID, Step: 4, TaskID: "a", Sample: 0, Program: "p", Result: res(0.75, 3)},
+		// A sample of a 3-turn evaluation: three executions, one row.
+		{Run: r.ID, Step: 5, TaskID: "a", Sample: 0, Program: "p", Result: res(0.5, 3), Executions: 3},
 	}
 	if _, err := s.SaveEvaluations(ctx, evs); err != nil {
 		t.Fatal(err)
@@ -74,8 +76,8 @@ func TestRunEvaluations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 {
-		t.Fatalf("RunEvaluations = %+v, want 2 steps", got)
+	if len(got) != 3 {
+		t.Fatalf("RunEvaluations = %+v, want 3 steps", got)
 	}
 	for _, e := range got {
 		h, err := s.HeldOutScore(ctx, r.ID, e.Step)
@@ -92,5 +94,14 @@ func TestRunEvaluations(t *testing.T) {
 	}
 	if e := got[1]; e.Step != 4 || e.Executions != 1 || e.CPUSeconds != 3 || e.HeldOut.Score != 0.75 {
 		t.Errorf("step 4: %+v", e)
+	}
+	if e := got[2]; e.Step != 5 || e.Executions != 3 || e.HeldOut.Samples != 1 || e.HeldOut.Score != 0.5 {
+		t.Errorf("step 5 (3 turns): %+v", e)
+	}
+	if back, err := s.Evaluations(ctx, r.ID, 5); err != nil || len(back) != 1 || back[0].Executions != 3 {
+		t.Errorf("Evaluations of step 5 = %+v, %v: want one row of 3 executions", back, err)
+	}
+	if back, err := s.Evaluations(ctx, r.ID, 4); err != nil || len(back) != 1 || back[0].Executions != 0 {
+		t.Errorf("Evaluations of step 4 = %+v, %v: want one row of 1 execution (read as 0)", back, err)
 	}
 }

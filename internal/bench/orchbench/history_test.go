@@ -321,3 +321,32 @@ func TestProject(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSizes: GROUPSxSAMPLES and GROUPSxSAMPLESxTURNS, their names,
+// and malformed sizes refused.
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("8x8, 8x8x3,32x8x1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []size{{8, 8, 1}, {8, 8, 3}, {32, 8, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("size %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if got[0].String() != "8x8" || got[1].String() != "8x8x3" || got[2].String() != "32x8" {
+		t.Errorf("names %s %s %s", got[0], got[1], got[2])
+	}
+	if c := benchConfig(options{steps: 3, k: 2, evalTasks: 1}, got[1]); c.Trajectory.TurnCount() != 3 || c.Validate() != nil {
+		t.Errorf("8x8x3: %d turns, validate %v", c.Trajectory.TurnCount(), c.Validate())
+	}
+	for _, bad := range []string{"8", "8x1", "8x8x0", "8x8x3x2", "axb"} {
+		if _, err := parseSizes(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

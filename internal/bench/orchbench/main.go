@@ -70,10 +70,17 @@ func main() {
 	}
 }
 
-// size is one measured shape: groups × samples trajectories per step.
-type size struct{ groups, samples int }
+// size is one measured shape: groups × samples trajectories per step, of
+// turns turns each (trajectory.turns; 0 or 1: single-shot).
+type size struct{ groups, samples, turns int }
 
-func (s size) String() string { return fmt.Sprintf("%dx%d", s.groups, s.samples) }
+// String is GROUPSxSAMPLES, with xTURNS for more than one turn.
+func (s size) String() string {
+	if s.turns > 1 {
+		return fmt.Sprintf("%dx%dx%d", s.groups, s.samples, s.turns)
+	}
+	return fmt.Sprintf("%dx%d", s.groups, s.samples)
+}
 
 type options struct {
 	address, namespace string
@@ -96,16 +103,20 @@ type options struct {
 func parseSizes(text string) ([]size, error) {
 	var out []size
 	for _, f := range strings.Split(text, ",") {
-		g, n, ok := strings.Cut(strings.TrimSpace(f), "x")
-		if !ok {
-			return nil, fmt.Errorf("size %q: want GROUPSxSAMPLES", f)
+		parts := strings.Split(strings.TrimSpace(f), "x")
+		if len(parts) != 2 && len(parts) != 3 {
+			return nil, fmt.Errorf("size %q: want GROUPSxSAMPLES or GROUPSxSAMPLESxTURNS", f)
 		}
-		gi, err1 := strconv.Atoi(g)
-		ni, err2 := strconv.Atoi(n)
-		if err1 != nil || err2 != nil || gi < 1 || ni < 2 {
-			return nil, fmt.Errorf("size %q: want GROUPSxSAMPLES with groups >= 1, samples >= 2", f)
+		gi, err1 := strconv.Atoi(parts[0])
+		ni, err2 := strconv.Atoi(parts[1])
+		ki, err3 := 1, error(nil)
+		if len(parts) == 3 {
+			ki, err3 = strconv.Atoi(parts[2])
 		}
-		out = append(out, size{gi, ni})
+		if err1 != nil || err2 != nil || err3 != nil || gi < 1 || ni < 2 || ki < 1 {
+			return nil, fmt.Errorf("size %q: want GROUPSxSAMPLES[xTURNS] with groups >= 1, samples >= 2, turns >= 1", f)
+		}
+		out = append(out, size{gi, ni, ki})
 	}
 	return out, nil
 }
@@ -122,7 +133,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.executor, "executor", "", "wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary or on the PATH)")
 	fs.StringVar(&o.sandboxKind, "sandbox", sandbox.KindProcess,
 		"sandbox of real executions: process, docker or auto (docker when an engine answers, as the default preset's worker)")
-	sizes := fs.String("sizes", "8x8,32x8,128x8", "comma-separated GROUPSxSAMPLES per step (32x8 is the default preset)")
+	sizes := fs.String("sizes", "8x8,32x8,128x8",
+		"comma-separated GROUPSxSAMPLES[xTURNS] per step (32x8 is the default preset; xTURNS sets trajectory.turns)")
 	fs.IntVar(&o.steps, "steps", 6, "steps per run")
 	fs.IntVar(&o.k, "k", 3, "continue-as-new every k steps in the measured runs")
 	fs.IntVar(&o.evalTasks, "eval-tasks", 2, "held-out tasks of the final evaluation (1 sample each)")
@@ -303,6 +315,9 @@ func benchConfig(o options, sz size) runconfig.Config {
 	cfg := runconfig.Default()
 	cfg.Name = "orchbench-" + sz.String()
 	cfg.Groups, cfg.Samples = sz.groups, sz.samples
+	if sz.turns > 1 {
+		cfg.Trajectory.Turns = sz.turns
+	}
 	cfg.Steps, cfg.ContinueAsNewEvery = o.steps, o.k
 	cfg.Eval = runconfig.Eval{Every: 0, Samples: 1, Tasks: o.evalTasks}
 	if o.parallelism > 0 {
@@ -414,6 +429,8 @@ func report(out io.Writer, o options, results []sizeResult, heldOutTasks int) {
 			float64(t.Events)/float64(n), float64(t.Bytes)/float64(n)/1024)
 	}
 	tw.Flush()
+
+	turnsTable(out, results)
 
 	fmt.Fprintln(out, "\nBetween steps (run workflow: a step child's completion to the next one's start):")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -562,4 +579,67 @@ func phaseMeans(steps []StepStats) []phaseMean {
 		out[i].gap /= n
 	}
 	return out
+}
+
+// turnsTable prints, for every multi-turn size measured beside the same
+// shape at one turn, the mean step's wall time, time in activities and
+// overhead at K = 1 and K, and their ratios (nothing when there is no
+// such pair).
+func turnsTable(out io.Writer, results []sizeResult) {
+	single := map[[2]int]sizeResult{}
+	for _, r := range results {
+		if r.size.turns <= 1 {
+			single[[2]int{r.size.groups, r.size.samples}] = r
+		}
+	}
+	type pair struct{ one, k sizeResult }
+	var pairs []pair
+	for _, r := range results {
+		if one, ok := single[[2]int{r.size.groups, r.size.samples}]; ok && r.size.turns > 1 {
+			pairs = append(pairs, pair{one, r})
+		}
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nTurns (mean per step, ms: K turns against 1 at the same shape):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tK\twall K=1\twall K\twall ratio\tin activities K=1\tin activities K\toverhead K=1\toverhead K\toverhead ratio\toverhead % K=1\toverhead % K\tevents K=1\tevents K\t")
+	for _, p := range pairs {
+		a, b := stepMeans(p.one.steps), stepMeans(p.k.steps)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", p.one.size, p.k.size.turns,
+			ms(a.Wall), ms(b.Wall), ratio(b.Wall, a.Wall), ms(a.InActivities), ms(b.InActivities), ms(a.Overhead), ms(b.Overhead),
+			ratio(b.Overhead, a.Overhead), pct(a.Overhead, a.Wall), pct(b.Overhead, b.Wall), a.events, b.events)
+	}
+	tw.Flush()
+}
+
+// meanStep is the mean step of a size.
+type meanStep struct {
+	Wall, InActivities, Overhead time.Duration
+	events                       float64
+}
+
+func stepMeans(steps []StepStats) meanStep {
+	var m meanStep
+	if len(steps) == 0 {
+		return m
+	}
+	for _, s := range steps {
+		m.Wall += s.Wall
+		m.InActivities += s.InActivities
+		m.Overhead += s.Overhead
+		m.events += float64(s.Events)
+	}
+	n := time.Duration(len(steps))
+	m.Wall, m.InActivities, m.Overhead = m.Wall/n, m.InActivities/n, m.Overhead/n
+	m.events /= float64(len(steps))
+	return m
+}
+
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(a)/float64(b))
 }

@@ -70,6 +70,11 @@ func Run(ctx context.Context, r Reader, id string) (reproduce.Record, store.Run,
 			score := e.HeldOut.Score
 			sr.HeldOut, sr.EvalExecutions, sr.EvalCPUSeconds = &score, e.Executions, e.CPUSeconds
 		}
+		if u.TurnExecutions > 0 || u.TurnWMCalls > 0 {
+			// A multi-turn step: every turn's execution and world-model
+			// call counts.
+			sr.Executions, sr.WMCalls = u.TurnExecutions, u.TurnWMCalls
+		}
 		rec.Steps = append(rec.Steps, sr)
 		if s.FinishedAt != nil && s.FinishedAt.After(end) {
 			end = *s.FinishedAt

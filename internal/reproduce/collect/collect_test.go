@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -138,5 +139,40 @@ func TestRunPartial(t *testing.T) {
 	}
 	if _, _, err := Run(t.Context(), st, "no-such-run"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+// turnReader is a Reader of one completed multi-turn step.
+type turnReader struct{}
+
+func (turnReader) Run(context.Context, string) (store.Run, error) {
+	return store.Run{ID: "r", Mode: mode.GRPO, Seed: 1, State: store.RunCompleted}, nil
+}
+
+func (turnReader) Steps(context.Context, string) ([]store.Step, error) {
+	return []store.Step{{Step: 0, Status: store.StepCompleted, Metrics: stepsummary.Step{Groups: 2}}}, nil
+}
+
+func (turnReader) RunUsage(context.Context, string) ([]store.StepUsage, error) {
+	return []store.StepUsage{{Step: 0, Trajectories: 4, Executed: 4, CPUSeconds: 3, TurnExecutions: 12, TurnWMCalls: 0}}, nil
+}
+
+func (turnReader) RunEvaluations(context.Context, string) ([]store.EvalUsage, error) {
+	return []store.EvalUsage{{Step: 1, Executions: 6, HeldOut: store.HeldOut{Score: 0.5, Tasks: 1, Samples: 2}}}, nil
+}
+
+// TestRunTurns: a multi-turn step's executions are its executed turns
+// (store.StepUsage.TurnExecutions), not its executed trajectories; its
+// evaluation's executions count every turn of its samples.
+func TestRunTurns(t *testing.T) {
+	rec, _, err := Run(t.Context(), turnReader{}, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Steps) != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if s := rec.Steps[0]; s.Executions != 12 || s.CPUSeconds != 3 || s.EvalExecutions != 6 || s.HeldOut == nil || *s.HeldOut != 0.5 {
+		t.Errorf("step %+v: want 12 executions, 3 CPU s, 6 held-out executions, held-out 0.5", s)
 	}
 }
