@@ -107,6 +107,16 @@ orch() {
 	echo
 	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
 		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 32x8 -sandbox auto || st=$?
+	# Throughput (internal/bench/pipebench): steps per hour with
+	# pipeline.max_off_policy 0, 1 and 2 side by side, the three HTTP
+	# backends against wmrl serve's handlers with service times that
+	# emulate a GPU's update (--update-time) and a sandbox's executions
+	# (--grade-time), so that the rollout and the update take comparable
+	# time; a d the configuration refuses is reported as skipped.
+	echo
+	echo "== throughput: the asynchronous pipeline (d = 0, 1, 2)"
+	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
+		go run ./internal/bench/pipebench -executor "$exe_dir/wmrl-executor" -steps 8 -d 0,1,2 || st=$?
 	return "$st"
 }
 if [ -x "$exe_dir/wmrl-executor" ]; then
