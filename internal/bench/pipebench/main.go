@@ -84,6 +84,10 @@ type options struct {
 	gradeTime          time.Duration
 	capacity           int
 	timeout            time.Duration
+	// serveURL is a running wmrl serve (all three services) to use
+	// instead of serving its handlers in process; its service times are
+	// its own flags'.
+	serveURL string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -100,6 +104,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.gradeTime, "grade-time", time.Second, "service time of each graded item (wmrl serve --grade-time)")
 	fs.IntVar(&o.capacity, "capacity", 4, "items the grader takes at once (wmrl serve --capacity)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	fs.StringVar(&o.serveURL, "serve", "", "URL of a running `wmrl serve` (grade, openai, tinker) with its own --update-time, --grade-time and --capacity; "+
+		"default: its handlers in this process with -update-time, -grade-time and -capacity")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -184,11 +190,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	b := builtin.New(&builtin.SuiteCache{Load: suite.Load}, wm, sb)
 	acts := &activities.Activities{Store: st, DataDir: dataDir, RunsKey: deployenv.RunsKey(o.namespace, dep.Database, dep.ID),
 		Tasks: b.Tasks, Policy: b.Policy, WorldModel: b.WorldModel, Grader: b.Grader}
-	url, stopServe, err := serve(st, b, o)
-	if err != nil {
-		return err
+	url, served := o.serveURL, "wmrl serve at "+o.serveURL+" (its own service times)"
+	if url == "" {
+		var stopServe func()
+		if url, stopServe, err = serve(st, b, o); err != nil {
+			return err
+		}
+		defer stopServe()
+		served = fmt.Sprintf("wmrl serve's handlers in process, update time %v, grade time %v per item at capacity %d",
+			o.updateTime, o.gradeTime, o.capacity)
 	}
-	defer stopServe()
 	if acts.Backends, err = httpBackends(st, url); err != nil {
 		return err
 	}
@@ -209,9 +220,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer stopWorkers()
 
-	fmt.Fprintf(out, "throughput: tiny preset, %d steps per run, Tinker policy, OpenAI world model, /grade grader over HTTP (wmrl serve's handlers), "+
-		"update time %v, grade time %v per item at capacity %d, Temporal %s, %s\n\n",
-		o.steps, o.updateTime, o.gradeTime, o.capacity, o.address, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(out, "throughput: tiny preset, %d steps per run, Tinker policy, OpenAI world model, /grade grader over HTTP: %s; Temporal %s, %s\n\n",
+		o.steps, served, o.address, time.Now().UTC().Format(time.RFC3339))
 	var results []result
 	for _, d := range o.offPolicy {
 		r, err := measure(ctx, c, st, o, d)
