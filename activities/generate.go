@@ -10,6 +10,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/plan"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -30,7 +31,8 @@ type GenerateRequest struct {
 }
 
 // Validate checks the request: the checkpoint must be the step's (version
-// s at step s).
+// s at step s) or, sampled by an asynchronous pipeline (pipeline.max_off_policy),
+// one of the runconfig.MaxOffPolicy before it.
 func (r GenerateRequest) Validate() error {
 	if err := (StepRequest{RunID: r.RunID, Step: r.Step}).Validate(); err != nil {
 		return err
@@ -40,8 +42,9 @@ func (r GenerateRequest) Validate() error {
 		return fmt.Errorf("group %d: want >= 0", r.Group)
 	case r.Samples < 1:
 		return fmt.Errorf("samples %d: want >= 1", r.Samples)
-	case r.Checkpoint.Version != r.Step:
-		return fmt.Errorf("checkpoint version %d at step %d: want the step's checkpoint", r.Checkpoint.Version, r.Step)
+	case r.Checkpoint.Version > r.Step || r.Checkpoint.Version < r.Step-runconfig.MaxOffPolicy:
+		return fmt.Errorf("checkpoint version %d at step %d: want the step's checkpoint or, in an asynchronous pipeline, "+
+			"one of the %d before it", r.Checkpoint.Version, r.Step, runconfig.MaxOffPolicy)
 	case r.Turn < 0:
 		return fmt.Errorf("turn %d: want >= 0", r.Turn)
 	case r.Turn > 0 && r.Source != store.SourceReal && r.Source != store.SourceWorldModel:
@@ -64,6 +67,17 @@ type GenerateResponse struct {
 func (a *Activities) Generate(ctx context.Context, req GenerateRequest) (GenerateResponse, error) {
 	if err := req.Validate(); err != nil {
 		return GenerateResponse{}, invalid(err)
+	}
+	if req.Checkpoint.Version != req.Step {
+		// An older checkpoint only as the run's pipeline samples from it.
+		cfg, err := a.runConfig(ctx, req.RunID)
+		if err != nil {
+			return GenerateResponse{}, err
+		}
+		if want := cfg.Pipeline.SamplingCheckpoint(req.Step); req.Checkpoint.Version != want {
+			return GenerateResponse{}, invalid(fmt.Errorf("checkpoint version %d at step %d: the run (pipeline.max_off_policy %d) "+
+				"samples step %d from checkpoint %d", req.Checkpoint.Version, req.Step, cfg.Pipeline.OffPolicy(), req.Step, want))
+		}
 	}
 	train, err := a.tasks(ctx, req.RunID, req.SuiteSeed, backend.Train)
 	if err != nil {

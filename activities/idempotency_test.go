@@ -160,7 +160,8 @@ func TestRequestsValidate(t *testing.T) {
 	}{
 		{"run id with slash", GenerateRequest{RunID: "a/b", Step: 2, Samples: 4, Checkpoint: CheckpointRef{Version: 2, Hash: "h"}}},
 		{"negative step", StepRequest{RunID: "r", Step: -1}},
-		{"checkpoint of another step", GenerateRequest{RunID: "r", Step: 3, Samples: 4, Checkpoint: CheckpointRef{Version: 2, Hash: "h"}}},
+		{"checkpoint of a later step", GenerateRequest{RunID: "r", Step: 3, Samples: 4, Checkpoint: CheckpointRef{Version: 4, Hash: "h"}}},
+		{"checkpoint older than any pipeline's", GenerateRequest{RunID: "r", Step: 6, Samples: 4, Checkpoint: CheckpointRef{Version: 1, Hash: "h"}}},
 		{"no samples", GenerateRequest{RunID: "r", Step: 2, Checkpoint: CheckpointRef{Version: 2, Hash: "h"}}},
 		{"bad limits", ExecuteRequest{RunID: "r", Step: 0}},
 		{"negative budget", ExecuteRequest{RunID: "r", Limits: cfg.Sandbox.Limits(), Budget: -1}},

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/wmrl/wmrl/internal/mode"
@@ -57,5 +59,30 @@ func TestUpdateSampledFromOlderCheckpoint(t *testing.T) {
 	}
 	if !again.Reused || again.Checkpoint != ups[2].Checkpoint || again.Stats != ups[2].Stats {
 		t.Errorf("retried Update = %+v, want the recorded %+v", again, ups[2])
+	}
+}
+
+// TestGenerateFromOlderCheckpoint: Generate samples step 1 from checkpoint
+// 0 only in a run whose pipeline does (pipeline.max_off_policy 1); a
+// sequential run refuses it, naming the checkpoint the step samples from.
+func TestGenerateFromOlderCheckpoint(t *testing.T) {
+	a, _ := newTestActivities(t)
+	ctx := t.Context()
+	for _, d := range []int{0, 1} {
+		cfg := tinyConfig(t)
+		cfg.Pipeline.MaxOffPolicy = d
+		run := fmt.Sprintf("older-%d", d)
+		created, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.Generate(ctx, GenerateRequest{RunID: run, Step: 1, Group: 0, Samples: cfg.Samples, Seed: cfg.Seed,
+			SuiteSeed: cfg.SuiteSeed, Checkpoint: created.Checkpoint})
+		switch {
+		case d == 1 && err != nil:
+			t.Errorf("d = 1: step 1 from checkpoint 0: %v", err)
+		case d == 0 && (err == nil || !strings.Contains(err.Error(), "samples step 1 from checkpoint 1")):
+			t.Errorf("d = 0: step 1 from checkpoint 0: %v, want refused", err)
+		}
 	}
 }

@@ -72,33 +72,17 @@ func (a *Activities) RefreshWorldModel(ctx context.Context, req RefreshRequest) 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return RefreshResponse{}, err
 	}
-	ts, err := a.Store.AnchorTrajectories(ctx, req.RunID)
+	cfg, err := a.runConfig(ctx, req.RunID)
 	if err != nil {
 		return RefreshResponse{}, err
 	}
-	var items []backend.TrainItem
-	tasks := map[string]backend.Task{}
-	for _, t := range ts {
-		if t.Step > req.Step || t.Exec == nil {
-			continue
-		}
-		task, ok := tasks[t.TaskID]
-		if !ok {
-			if task, err = a.task(ctx, req.RunID, req.SuiteSeed, t.TaskID); err != nil {
-				return RefreshResponse{}, err
-			}
-			tasks[t.TaskID] = task
-		}
-		items = append(items, backend.TrainItem{Task: task, Solution: t.Program, Score: t.Exec.Score,
-			Group: strconv.Itoa(t.Step) + "/" + strconv.Itoa(t.Group), Key: t.Key.String()})
+	items, err := a.refreshItems(ctx, req, cfg.Trajectory.MultiTurn())
+	if err != nil {
+		return RefreshResponse{}, err
 	}
 	resp := RefreshResponse{Pairs: len(items)}
 	if len(items) == 0 || len(items) < req.MinPairs {
 		return resp, nil
-	}
-	cfg, err := a.runConfig(ctx, req.RunID)
-	if err != nil {
-		return RefreshResponse{}, err
 	}
 	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
 	if err != nil {
@@ -132,6 +116,64 @@ func (a *Activities) RefreshWorldModel(ctx context.Context, req RefreshRequest) 
 	a.log().Info("world model refreshed", logRun(req.RunID), logStep(req.Step), zapHash(hash), zap.Int("pairs", len(items)))
 	resp.Version = &WorldModelRef{Step: req.Step, Hash: hash}
 	return resp, nil
+}
+
+// refreshItems are the anchor executions of steps 0..req.Step a refresh
+// learns from, in (step, group, sample[, turn]) order: a single-shot run's
+// anchor trajectories (program, r_env); a multi-turn run's executed turns
+// that the world model also graded (each turn's action and real reward),
+// grouped by (step, group, turn) so that a ranking is learnt among the
+// samples of one turn of one group. A multi-turn trajectory's row holds its
+// first turn's program beside the reduced r_env, a pair no world model is
+// asked to predict.
+func (a *Activities) refreshItems(ctx context.Context, req RefreshRequest, multiTurn bool) ([]backend.TrainItem, error) {
+	var items []backend.TrainItem
+	tasks := map[string]backend.Task{}
+	taskOf := func(id string) (backend.Task, error) {
+		task, ok := tasks[id]
+		if !ok {
+			var err error
+			if task, err = a.task(ctx, req.RunID, req.SuiteSeed, id); err != nil {
+				return backend.Task{}, err
+			}
+			tasks[id] = task
+		}
+		return task, nil
+	}
+	if multiTurn {
+		ts, err := a.Store.AnchorTurns(ctx, req.RunID)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			if t.Step > req.Step {
+				continue
+			}
+			task, err := taskOf(t.TaskID)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, backend.TrainItem{Task: task, Solution: t.Action, Score: t.Reward,
+				Group: strconv.Itoa(t.Step) + "/" + strconv.Itoa(t.Group) + "/" + strconv.Itoa(t.Turn), Key: t.TurnKey.String()})
+		}
+		return items, nil
+	}
+	ts, err := a.Store.AnchorTrajectories(ctx, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if t.Step > req.Step || t.Exec == nil {
+			continue
+		}
+		task, err := taskOf(t.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, backend.TrainItem{Task: task, Solution: t.Program, Score: t.Exec.Score,
+			Group: strconv.Itoa(t.Step) + "/" + strconv.Itoa(t.Group), Key: t.Key.String()})
+	}
+	return items, nil
 }
 
 // keepBeating heartbeats every 10 s until the returned function is called:

@@ -7,6 +7,8 @@ import (
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/plan"
+	"github.com/wmrl/wmrl/internal/prompt"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/telemetry"
 	"github.com/wmrl/wmrl/internal/tokenizer"
@@ -29,10 +31,13 @@ const (
 	SourceWorldModel = store.SourceWorldModel
 )
 
-// observationTokenizer counts an observation's tokens for its cap: the
-// built-in policy's observations are counted in bytes (it has no text
-// tokenizer; a language-model policy's own tokenizer goes here when its
-// multi-turn sampling is built).
+// observationTokenizer counts an observation's tokens for its cap: in
+// bytes, for every policy. The built-in policy has no text tokenizer; for a
+// language model (the Tinker policy) a byte count bounds its byte-level BPE
+// tokens from above, so the cap holds in its tokens too. Its own tokenizer
+// is not used because the answering activity (Execute on a sandbox worker)
+// need not have the policy backend, and the observation must not depend on
+// which worker rendered it.
 var observationTokenizer tokenizer.Tokenizer = tokenizer.Bytes{}
 
 // turnKey is the idempotency key of a turn's remote call.
@@ -64,6 +69,19 @@ func previousOf(t store.Turn) backend.Previous {
 	return p
 }
 
+// exchangeOf is a turn as a token policy's sequence holds it: its action's
+// tokens and logprobs (when the policy gave them) and its observation.
+func exchangeOf(t store.Turn) backend.Exchange {
+	var e backend.Exchange
+	if c := t.Completion; c != nil {
+		e.Tokens, e.LogProbs = c.Tokens, c.LogProbs
+	}
+	if t.Answer != nil {
+		e.Observation = t.Answer.Observation
+	}
+	return e
+}
+
 // generateTurn samples turn req.Turn of the group's n trajectories: at turn
 // 1 from the task alone, stored as the trajectories and their first turns;
 // after it from each trajectory's previous turn, which must be answered.
@@ -76,20 +94,37 @@ func (a *Activities) generateTurn(ctx context.Context, req GenerateRequest, task
 		Key: backend.SampleKey(req.RunID, req.Step, req.Group, -1)}
 	if req.Turn > 1 {
 		sreq.Key = fmt.Sprintf("%s/turn-%d", sreq.Key, req.Turn)
-		prev, err := a.groupTurn(ctx, req.RunID, req.Step, req.Group, req.Turn-1)
+		all, err := a.Store.GroupTurns(ctx, req.RunID, req.Step, req.Group)
 		if err != nil {
 			return GenerateResponse{}, err
 		}
-		if len(prev) != req.Samples {
-			return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: %d of %d trajectories have turn %d",
-				req.Group, req.Turn, len(prev), req.Samples, req.Turn-1))
-		}
-		sreq.Previous = make([]backend.Previous, len(prev))
-		for i, t := range prev {
+		// Each trajectory's turns before this one, in turn order (the
+		// store's (sample, turn) order): the previous attempt for the
+		// built-in policy, the whole sequence so far for a token policy.
+		sreq.Previous = make([]backend.Previous, req.Samples)
+		sreq.History = make([][]backend.Exchange, req.Samples)
+		have := make([]int, req.Samples)
+		for _, t := range all {
+			if t.Turn >= req.Turn {
+				continue
+			}
+			if t.Sample < 0 || t.Sample >= req.Samples || t.Turn != have[t.Sample]+1 {
+				return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: unexpected %s", req.Group, req.Turn, t.TurnKey))
+			}
 			if t.Answer == nil {
 				return GenerateResponse{}, invalid(fmt.Errorf("%s is not answered: its next turn cannot be sampled", t.TurnKey))
 			}
-			sreq.Previous[i] = previousOf(t)
+			have[t.Sample] = t.Turn
+			sreq.History[t.Sample] = append(sreq.History[t.Sample], exchangeOf(t))
+			if t.Turn == req.Turn-1 {
+				sreq.Previous[t.Sample] = previousOf(t)
+			}
+		}
+		for i, h := range have {
+			if h != req.Turn-1 {
+				return GenerateResponse{}, invalid(fmt.Errorf("group %d turn %d: sample %d has %d of its %d earlier turns",
+					req.Group, req.Turn, i, h, req.Turn-1))
+			}
 		}
 	}
 	cs, err := a.sample(ctx, sreq, fmt.Sprintf("group %d turn %d", req.Group, req.Turn))
@@ -164,13 +199,24 @@ func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (Execu
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: t.Action, Key: turnKey(req.key(), req.Turn),
-		Seed: plan.TurnExecSeed(req.Seed, req.Step, req.Group, req.Sample, req.Turn)}, req.Limits, req.Budget,
-		"execute "+t.TurnKey.String(), telemetry.PhaseTrain)
+	act, err := a.turnAction(ctx, req.RunID, t.Action)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	ans := turns.GraderAnswer(g)
+	var g backend.Grade
+	var ans turns.Answer
+	switch act.Kind {
+	case backend.ActionExecuteCode:
+		g, err = a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: act.Solution, Action: act.Kind,
+			Key: turnKey(req.key(), req.Turn), Seed: plan.TurnExecSeed(req.Seed, req.Step, req.Group, req.Sample, req.Turn)},
+			req.Limits, req.Budget, "execute "+t.TurnKey.String(), telemetry.PhaseTrain)
+		ans = turns.GraderAnswer(g)
+	default:
+		ans, err = a.answerUnexecuted(ctx, req.RunID, task, act)
+	}
+	if err != nil {
+		return ExecuteResponse{}, err
+	}
 	obs, err := turns.Render(ans, req.ObservationTokens, observationTokenizer)
 	if err != nil {
 		return ExecuteResponse{}, invalid(err)
@@ -208,19 +254,52 @@ func (a *Activities) scoreTurn(ctx context.Context, req ScoreRequest) (ScoreResp
 	if err != nil {
 		return ScoreResponse{}, err
 	}
-	items := make([]backend.ScoreItem, len(ts))
+	// Only a script is the world model's to predict; a request_info or
+	// malformed turn is answered as the real environment answers it
+	// (answerUnexecuted), so its observation does not say who answered,
+	// and a real one gets no world-model grade.
+	var items []backend.ScoreItem
+	var predicted []int // index in ts of each item
+	var answers []store.TurnAnswer
 	for i, t := range ts {
-		items[i] = backend.ScoreItem{Task: task, Solution: t.Action, Key: turnKey(t.Key, t.Turn)}
+		act, err := a.turnAction(ctx, req.RunID, t.Action)
+		if err != nil {
+			return ScoreResponse{}, err
+		}
+		if act.Kind == backend.ActionExecuteCode {
+			items = append(items, backend.ScoreItem{Task: task, Solution: act.Solution, Action: act.Kind, Key: turnKey(t.Key, t.Turn)})
+			predicted = append(predicted, i)
+			continue
+		}
+		if t.Source == store.SourceReal {
+			continue
+		}
+		ans, err := a.answerUnexecuted(ctx, req.RunID, task, act)
+		if err != nil {
+			return ScoreResponse{}, err
+		}
+		obs, err := turns.Render(ans, req.ObservationTokens, observationTokenizer)
+		if err != nil {
+			return ScoreResponse{}, invalid(err)
+		}
+		stored := store.Answer{Observation: obs, Status: ans.Status}
+		if ans.Graded {
+			score := ans.Score
+			stored.Reward = &score
+		}
+		answers = append(answers, store.TurnAnswer{TurnKey: t.TurnKey, Answer: stored})
 	}
-	preds, err := a.predict(ctx, req, items)
-	if err != nil {
-		return ScoreResponse{}, err
+	var preds []backend.Prediction
+	if len(items) > 0 {
+		if preds, err = a.predict(ctx, req, items); err != nil {
+			return ScoreResponse{}, err
+		}
 	}
 	var sum float64
 	var scored int
-	var answers []store.TurnAnswer
 	var grades []store.TurnWM
-	for i, p := range preds {
+	for k, p := range preds {
+		i := predicted[k]
 		if p.Graded {
 			if p.Score < 0 || p.Score > 1 || p.Score != p.Score {
 				return ScoreResponse{}, invalid(fmt.Errorf("%s: world model score %v: want [0,1] or ungraded", ts[i].TurnKey, p.Score))
@@ -328,15 +407,20 @@ func (a *Activities) ReduceTurns(ctx context.Context, req ReduceTurnsRequest) (R
 			return ReduceTurnsResponse{}, invalid(fmt.Errorf("%s has %d turns, want %d", ts[0].Key, len(ts), req.Turns))
 		}
 		rewards, wm := make([]*float64, len(ts)), make([]*float64, len(ts))
+		statuses := make([]string, len(ts))
 		var cpu, wall float64
 		for j, t := range ts {
 			if t.Answer == nil {
 				return ReduceTurnsResponse{}, invalid(fmt.Errorf("%s is not answered", t.TurnKey))
 			}
-			rewards[j], wm[j] = t.Answer.Reward, t.WMReward
+			rewards[j], wm[j], statuses[j] = t.Answer.Reward, t.WMReward, t.Answer.Status
 			cpu += t.Answer.CPUSeconds
 			wall += t.Answer.WallSeconds
 		}
+		// A trajectory of request_info turns only executed nothing: its
+		// reward is 0 (turns.NoExecuteTurn): r_env of a real one, r_wm of
+		// a world-model one (a real one has no world-model grade to pair).
+		noExec := turns.NoExecuteTurn(statuses)
 		if ts[0].Source == store.SourceWorldModel {
 			wm = rewards
 		} else {
@@ -344,13 +428,18 @@ func (a *Activities) ReduceTurns(ctx context.Context, req ReduceTurnsRequest) (R
 			if err != nil {
 				return ReduceTurnsResponse{}, invalid(err)
 			}
-			if at >= 0 {
+			switch {
+			case at >= 0:
 				execs = append(execs, store.Execution{Key: ts[0].Key, Result: reducedResult(ts, at, cpu, wall, req.Reward)})
+			case noExec:
+				// The rung of reward 0 (the store keeps ladder statuses).
+				execs = append(execs, store.Execution{Key: ts[0].Key, Result: executor.Result{Status: executor.StatusInvalidProgram,
+					Detail: fmt.Sprintf("%s over %d turns: no execute turn (all request_info)", req.Reward, len(ts))}})
 			}
 		}
 		if r, ok, err := turns.Reduce(wm, req.Reward); err != nil {
 			return ReduceTurnsResponse{}, invalid(err)
-		} else if ok {
+		} else if ok || noExec && ts[0].Source == store.SourceWorldModel {
 			scores = append(scores, store.Score{Key: ts[0].Key, WM: r})
 		}
 	}
@@ -374,4 +463,60 @@ func reducedResult(ts []store.Turn, at int, cpu, wall float64, how string) execu
 		r.Position = min(1, max(0, 2*(r.Score-0.5)))
 	}
 	return r
+}
+
+// turnAction is the action of a turn's stored text: the built-in
+// policy's program is always executed; a language model's stored action
+// is its whole completion, whose kind and script prompt.ParseAction reads
+// (the script's language is the sandbox's: Python for sandbox.kind
+// python, the built-in pipeline language otherwise).
+func (a *Activities) turnAction(ctx context.Context, run, text string) (prompt.Action, error) {
+	cfg, err := a.runConfig(ctx, run)
+	if err != nil {
+		return prompt.Action{}, err
+	}
+	if b := cfg.Policy.Backend; b == "" || b == backend.Builtin {
+		return prompt.Action{Kind: backend.ActionExecuteCode, Solution: text}, nil
+	}
+	lang := "builtin"
+	if cfg.Sandbox.Kind == runconfig.SandboxPython {
+		lang = "python"
+	}
+	return prompt.ParseAction(text, lang), nil
+}
+
+// answerUnexecuted answers a turn that executes nothing, the same for
+// either source: a request_info turn with the structure of the task's data
+// (turns.InfoAnswer, from the run's task source), a malformed one with
+// turns.MalformedAnswer.
+func (a *Activities) answerUnexecuted(ctx context.Context, run string, task backend.Task, act prompt.Action) (turns.Answer, error) {
+	switch act.Kind {
+	case backend.ActionMalformed:
+		return turns.MalformedAnswer(), nil
+	case backend.ActionRequestInfo:
+		src, err := a.taskSourceOf(ctx, run)
+		if err != nil {
+			return turns.Answer{}, err
+		}
+		d, ok := src.(dataDescriber)
+		if !ok {
+			info := fmt.Sprintf("DATA STRUCTURE (read-only info):\nTask %s of suite %d (%s split).", task.ID, task.Suite, task.Split)
+			if task.Prompt != "" {
+				info += "\n" + task.Prompt
+			}
+			return turns.InfoAnswer(info), nil
+		}
+		info, err := d.DescribeData(ctx, task.Suite, task.ID)
+		if err != nil {
+			return turns.Answer{}, fromPort(fmt.Errorf("describe task %s: %w", task.ID, err))
+		}
+		return turns.InfoAnswer(info), nil
+	}
+	return turns.Answer{}, invalid(fmt.Errorf("action %q executes", act.Kind))
+}
+
+// dataDescriber is a task source that describes a task's data (the
+// built-in suite's and the task store's do), for request_info.
+type dataDescriber interface {
+	DescribeData(ctx context.Context, suite uint64, id string) (string, error)
 }

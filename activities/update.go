@@ -235,7 +235,12 @@ func (a *Activities) withTurns(ctx context.Context, run string, step int, data [
 		}
 		data[i].Turns = make([]backend.DatumTurn, len(turns))
 		for j, t := range turns {
-			data[i].Turns[j] = backend.DatumTurn{Text: t.Action}
+			data[i].Turns[j] = backend.DatumTurn{Text: t.Action, Exchange: exchangeOf(t)}
+			if j == len(turns)-1 {
+				// The sequence ends with the last action: what answered
+				// it is never an input.
+				data[i].Turns[j].Observation = ""
+			}
 			if j > 0 {
 				if turns[j-1].Answer == nil {
 					return invalid(fmt.Errorf("%s is not answered", turns[j-1].TurnKey))

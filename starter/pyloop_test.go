@@ -66,7 +66,8 @@ func pythonImage(t *testing.T) string {
 // from part of the reference panel, imported into the data directory's
 // store; the policy's programs rendered as scikit-learn scripts and run in
 // the Python sandbox. The run completes with a held-out score on the
-// store's held-out task, and its executions really ran Python.
+// store's held-out task, and its executions really ran Python, 3 turns per
+// trajectory, each observing the sandbox's feedback.
 func TestPythonDemoLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Python executions for minutes; not with -short")
@@ -150,8 +151,27 @@ func TestPythonDemoLoop(t *testing.T) {
 	}
 	var in inspectReport
 	e.wmrlJSON(t, &in, "inspect", name, "--step", "1")
-	ran := 0
+	ran, turned := 0, 0
 	for _, tr := range in.Trajectories {
+		// The preset's 3 turns: an executed trajectory's turns are real
+		// executions whose observation is the sandbox's own feedback.
+		if tr.Real != nil {
+			if len(tr.Turns) != 3 {
+				t.Errorf("executed trajectory with %d turns, want 3: %+v", len(tr.Turns), tr)
+			}
+			for _, tu := range tr.Turns {
+				if tu.Source != storepkg.SourceReal || !strings.Contains(tu.Observation, "=== Execution result ===") {
+					t.Errorf("turn %d: %+v", tu.Turn, tu)
+				}
+				// The sandbox's feedback, not the ladder's description:
+				// its paper status line (valid:, runtime_err:, ...).
+				if strings.Contains(tu.Observation, "\nvalid: ") || strings.Contains(tu.Observation, "_err: ") ||
+					strings.Contains(tu.Observation, "ran_no_sub: ") || strings.Contains(tu.Observation, "invalid_program: ") {
+					turned++
+				}
+				t.Logf("turn %d (%s %v):\n%s", tu.Turn, tu.Status, tu.Reward, tu.Observation)
+			}
+		}
 		if !slices.Contains(ids, tr.TaskID) {
 			t.Errorf("trajectory of task %q, not a store task", tr.TaskID)
 		}
@@ -165,6 +185,9 @@ func TestPythonDemoLoop(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Errorf("step 1: no executed trajectory: %+v", in.Trajectories)
+	}
+	if turned != 3*ran {
+		t.Errorf("%d of %d real turns observed the sandbox's feedback", turned, 3*ran)
 	}
 	initial, final := heldOutAgainstInitial(t, e.acts, name)
 	t.Logf("held-out score of %s: initial policy %.4f (%d tasks, %d samples), after %d steps %.4f (%d tasks, %d samples)",

@@ -34,14 +34,40 @@ func TestFaultWorkerKilled(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
 	}
-	c := dialTemporal(t)
-	st, dsn := testenv.FreshDB(t)
-	bin := buildBinaries(t)
-
 	cfg := tiny(t, mode.WMRL)
 	cfg.SuiteSeed = suite.DefaultSeed
 	cfg.Steps, cfg.ContinueAsNewEvery = 4, 2
 	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
+	faultWorkerKilled(t, cfg, 1)
+}
+
+// TestFaultWorkerKilledPipeline is TestFaultWorkerKilled with the
+// asynchronous pipeline (pipeline.max_off_policy 1, continue-as-new every
+// 10 so that steps overlap): the worker is killed once step 2 is scored,
+// while step 1 may still be fusing or updating; the run ends at the
+// uninterrupted run's checkpoint.
+//
+//	WMRL_FAULT_TEST=1 TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run TestFaultWorkerKilledPipeline -v ./workflows
+func TestFaultWorkerKilledPipeline(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
+	}
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = suite.DefaultSeed
+	cfg.Steps, cfg.ContinueAsNewEvery = 4, 10
+	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
+	cfg.Pipeline.MaxOffPolicy = 1
+	faultWorkerKilled(t, cfg, 2)
+}
+
+// faultWorkerKilled runs cfg once uninterrupted and once with the worker
+// killed (SIGKILL) once step at is generated and scored, then restarted,
+// and checks both end at the same checkpoint with the same rows.
+func faultWorkerKilled(t *testing.T, cfg runconfig.Config, at int) {
+	t.Helper()
+	c := dialTemporal(t)
+	st, dsn := testenv.FreshDB(t)
+	bin := buildBinaries(t)
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -60,15 +86,17 @@ func TestFaultWorkerKilled(t *testing.T) {
 		TrainingRun, RunInput{RunID: run, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
-	waitScored(ctx, t, st, cfg, run, 1)
+	waitScored(ctx, t, st, cfg, run, at)
 	stopWorker(t, w, syscall.SIGKILL)
-	t.Logf("worker killed during step 1")
+	t.Logf("worker killed during step %d", at)
 	startWorker(t, bin, dsn)
 	var res RunResult
 	if err := c.GetWorkflow(ctx, run, "").Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
 
+	t.Logf("uninterrupted %d %s, crashed %d %s", refRes.Checkpoint.Version, short(refRes.Checkpoint.Hash),
+		res.Checkpoint.Version, short(res.Checkpoint.Hash))
 	if res.Checkpoint != refRes.Checkpoint {
 		t.Fatalf("final checkpoint after a crash %+v, uninterrupted %+v", res.Checkpoint, refRes.Checkpoint)
 	}

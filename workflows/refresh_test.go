@@ -294,3 +294,111 @@ func TestRefreshPlumbing(t *testing.T) {
 		}
 	}
 }
+
+// A multi-turn wmrl run with world_model.refresh: each version learns from
+// the executed turns of steps 0..s that the world model graded (K per
+// executed trajectory), the turns of the steps after it are answered by
+// that version, and the same seed gives the same versions and final
+// checkpoint; without refresh the checkpoint differs.
+func TestRealRunRefreshTurns(t *testing.T) {
+	const K = 3
+	base := testenv.SmallBase(t)
+	cfg := refreshConfig(t)
+	cfg.Trajectory.Turns = K
+	ctx := t.Context()
+	run := func(c runconfig.Config) (*store.Store, RunResult) {
+		st := testenv.FreshStore(t)
+		return st, runWith(t, refreshActivities(t, st, base), RunInput{RunID: "refresh-turns", Config: c}, nil)
+	}
+	st, res := run(cfg)
+	if res.Steps != cfg.Steps {
+		t.Fatalf("result %+v", res)
+	}
+	vs, err := st.WorldModelVersions(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := st.TurnPairs(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upTo := func(step int) int {
+		n := 0
+		for _, p := range pairs {
+			if p.Step <= step {
+				n++
+			}
+		}
+		return n
+	}
+	if len(vs) != 2 || vs[0].Step != 1 || vs[1].Step != 3 || vs[0].Hash == vs[1].Hash ||
+		vs[0].Pairs != upTo(1) || vs[1].Pairs != upTo(3) || vs[0].Pairs <= 2*cfg.Samples {
+		t.Fatalf("versions %+v, want after steps 1 (%d turn pairs) and 3 (%d), more than the %d trajectories of steps 0-1",
+			vs, upTo(1), upTo(3), 2*cfg.Samples)
+	}
+	// The turns of a world-model group of step 2 are answered by version 1.
+	m1b, err := os.ReadFile(vs[0].Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, err := worldmodel.Load(m1b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sut, _ := testenv.SmallSuite()
+	ts, err := st.StepTurns(ctx, res.RunID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trs, err := st.StepTrajectories(ctx, res.RunID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskOf := map[[2]int]string{}
+	for _, tr := range trs {
+		taskOf[[2]int{tr.Group, tr.Sample}] = tr.TaskID
+	}
+	checked := 0
+	for _, tu := range ts {
+		if tu.Source != store.SourceWorldModel || tu.Answer == nil || tu.Answer.Reward == nil {
+			continue
+		}
+		task, err := sut.Task(taskOf[[2]int{tu.Group, tu.Sample}])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m1.PredictText(task.Card.Vector(), tu.Action)
+		if err != nil || *tu.Answer.Reward != want {
+			t.Fatalf("step 2 %s: reward %v, want %v from version 1 (%v)", tu.TurnKey, *tu.Answer.Reward, want, err)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no world-model turn of step 2 checked")
+	}
+	_, again := run(cfg)
+	if again.Checkpoint != res.Checkpoint {
+		t.Errorf("same seed: checkpoint %+v, then %+v", res.Checkpoint, again.Checkpoint)
+	}
+	// Three steps, continued to six by a resumed run: the copied turns give
+	// the resumed run's refresh the same pairs, and it ends where the
+	// uninterrupted run did.
+	st4 := testenv.FreshStore(t)
+	a4 := refreshActivities(t, st4, base)
+	short := cfg
+	short.Steps = 3
+	runWith(t, a4, RunInput{RunID: "first", Config: short}, nil)
+	res4 := runWith(t, a4, RunInput{RunID: "continued", Config: cfg, ResumeFrom: "first"}, nil)
+	vs4, err := st4.WorldModelVersions(ctx, "continued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs4) != 2 || vs4[0].Hash != vs[0].Hash || vs4[1].Hash != vs[1].Hash || res4.Checkpoint != res.Checkpoint {
+		t.Errorf("continued run: versions %+v, checkpoint %+v; want %+v, %+v", vs4, res4.Checkpoint, vs, res.Checkpoint)
+	}
+	plain := cfg
+	plain.WorldModel.Refresh = runconfig.Refresh{}
+	if _, p := run(plain); p.Checkpoint == res.Checkpoint {
+		t.Errorf("the multi-turn run without refresh ends on the same checkpoint %+v", p.Checkpoint)
+	}
+}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -66,6 +67,20 @@ type RunState struct {
 	// WorldModel is the run's current refreshed world model
 	// (world_model.refresh); nil: the frozen one.
 	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
+	// Planned (pipeline.max_off_policy d > 0) are the anchor fraction and
+	// world-model version decided for the steps not started yet, up to
+	// step Step+d: step t's are the run's after step t−d−1 (pipeline.go).
+	// Recent are checkpoints max(0, Step−d)..Step, the steps' samplers.
+	// Both are absent in sequential runs.
+	Planned []PlannedStep              `json:"planned,omitempty"`
+	Recent  []activities.CheckpointRef `json:"recent,omitempty"`
+}
+
+// PlannedStep is what a pipelined step not started yet will start with.
+type PlannedStep struct {
+	Step           int                       `json:"step"`
+	AnchorFraction float64                   `json:"anchor_fraction"`
+	WorldModel     *activities.WorldModelRef `json:"world_model,omitempty"`
 }
 
 // StepSummary is a completed step's metrics.
@@ -113,6 +128,9 @@ type Status struct {
 	HeldOut                *HeldOut                       `json:"held_out,omitempty"`
 	// WorldModel is the current refreshed world model; nil: the frozen one.
 	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
+	// InFlight (pipeline.max_off_policy > 0) are the steps started and not
+	// completed, ascending.
+	InFlight []int `json:"in_flight,omitempty"`
 }
 
 func invalidInput(err error) error {
@@ -131,6 +149,17 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 	}
 	r := &runFlow{in: in, cfg: in.Config, logger: workflow.GetLogger(ctx)}
 	r.ui = uiSummaries(ctx)
+	if d := in.Config.Pipeline.OffPolicy(); d > 0 {
+		// Only pipelined runs ask, and none existed before the change.
+		if workflow.GetVersion(ctx, changeAsyncPipeline, workflow.DefaultVersion, 1) < 1 {
+			return RunResult{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d: this run predates the asynchronous pipeline", d))
+		}
+		if in.State == nil && in.ResumeFrom != "" {
+			return RunResult{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d: continuing a pipelined run (resume from %s) "+
+				"is not built yet: its first steps sample from checkpoints the resumed run does not copy", d, in.ResumeFrom))
+		}
+		r.pipelined = true
+	}
 	if err := r.setup(ctx); err != nil {
 		return RunResult{}, err
 	}
@@ -150,6 +179,10 @@ type runFlow struct {
 	// ui is changeUISummaries: activity and step summaries, and the
 	// run's progress as its current details.
 	ui bool
+	// pipelined is changeAsyncPipeline: pipeline.max_off_policy > 0.
+	pipelined bool
+	// inFlight are a pipelined run's steps in flight, ascending.
+	inFlight []int
 
 	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
 }
@@ -236,7 +269,7 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 			Run: r.in.RunID, Name: cfg.Name, State: r.state(), Mode: cfg.Mode, Step: st.Step, Steps: cfg.Steps,
 			AnchorFraction: st.AnchorFraction, RealisedAnchorFraction: st.Tracker.Realised(), Rho: st.Rho,
 			Checkpoint: st.Checkpoint, Last: st.Last, Calibration: st.Calibration, HeldOut: st.HeldOut,
-			WorldModel: st.WorldModel,
+			WorldModel: st.WorldModel, InFlight: slices.Clone(r.inFlight),
 		}, nil
 	})
 	if err != nil {
@@ -246,6 +279,12 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 		func(ctx workflow.Context, f float64) (float64, error) {
 			prev := st.AnchorFraction
 			st.AnchorFraction = f
+			if r.pipelined {
+				// From the first step not started yet on.
+				for i := range st.Planned {
+					st.Planned[i].AnchorFraction = f
+				}
+			}
 			return prev, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
@@ -286,6 +325,9 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 		keyMode().ValueSet(string(cfg.Mode)), keyStep().ValueSet(int64(st.Step))); err != nil {
 		return RunResult{}, fmt.Errorf("upsert search attributes: %w", err)
 	}
+	if r.pipelined {
+		return r.pipelineLoop(ctx)
+	}
 	stepsHere := 0
 	for st.Step < cfg.Steps {
 		if st.Paused && !st.Stopping {
@@ -306,21 +348,7 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			break
 		}
 		if stepsHere >= cfg.ContinueAsNewEvery || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return RunResult{}, err
-			}
-			if workflow.GetVersion(ctx, changeRunSignalsAtCAN, workflow.DefaultVersion, 1) >= 1 {
-				// A signal delivered in this workflow task may be held for
-				// its blocked listener, out of drain's reach, until the
-				// listener runs: let it run before the state is handed on.
-				yield(ctx)
-			}
-			drain(r.pauseCh, func() { st.Paused = true })
-			drain(r.resumeCh, func() { st.Paused = false })
-			drain(r.stopCh, func() { st.Stopping = true })
-			logger.Info("continue as new", "step", st.Step)
-			return RunResult{}, workflow.NewContinueAsNewError(ctx, TrainingRun,
-				RunInput{RunID: r.in.RunID, Config: cfg, State: st})
+			return RunResult{}, r.continueAsNew(ctx)
 		}
 		if err := r.step(ctx); err != nil {
 			return RunResult{}, err
@@ -338,6 +366,33 @@ func (r *runFlow) loop(ctx workflow.Context) (RunResult, error) {
 			r.details(ctx)
 		}
 	}
+	return r.end(ctx)
+}
+
+// continueAsNew hands the run's state, with the signals already
+// delivered, to a new execution (once every handler is done).
+func (r *runFlow) continueAsNew(ctx workflow.Context) error {
+	st := r.st
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	if workflow.GetVersion(ctx, changeRunSignalsAtCAN, workflow.DefaultVersion, 1) >= 1 {
+		// A signal delivered in this workflow task may be held for
+		// its blocked listener, out of drain's reach, until the
+		// listener runs: let it run before the state is handed on.
+		yield(ctx)
+	}
+	drain(r.pauseCh, func() { st.Paused = true })
+	drain(r.resumeCh, func() { st.Paused = false })
+	drain(r.stopCh, func() { st.Stopping = true })
+	r.logger.Info("continue as new", "step", st.Step)
+	return workflow.NewContinueAsNewError(ctx, TrainingRun, RunInput{RunID: r.in.RunID, Config: r.cfg, State: st})
+}
+
+// end evaluates the last checkpoint (unless it was just evaluated) and
+// records the run's end.
+func (r *runFlow) end(ctx workflow.Context) (RunResult, error) {
+	st, cfg := r.st, r.cfg
 	if st.Step > 0 && (st.HeldOut == nil || st.HeldOut.Version != st.Step) {
 		if err := evaluate(ctx, r.in.RunID, cfg, st, r.ui); err != nil {
 			return RunResult{}, err
@@ -378,6 +433,14 @@ func (r *runFlow) step(ctx workflow.Context) error {
 		}
 		return fmt.Errorf("step %d: %w", st.Step, err)
 	}
+	return r.fold(ctx, res)
+}
+
+// fold folds step st.Step's result into the run's state: checkpoint
+// st.Step+1, the denoiser's state, ρ, the adaptive anchor fraction, the
+// last step's metrics and calibration.
+func (r *runFlow) fold(ctx workflow.Context, res StepResult) error {
+	st, cfg := r.st, r.cfg
 	st.Tracker.Add(cfg.Groups, len(res.Anchors))
 	st.Checkpoint, st.Denoise, st.Rho = res.Checkpoint, res.Denoise, res.Rho
 	if a := cfg.Anchors.Adaptive; a.Enabled() && res.Denoise.Calibrated &&

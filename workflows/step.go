@@ -32,6 +32,27 @@ type StepInput struct {
 	// (world_model.refresh); nil, left out of the JSON, means the frozen
 	// model, as in every step started before refreshes existed.
 	WorldModel *activities.WorldModelRef `json:"world_model,omitempty"`
+	// Sampler (pipeline.max_off_policy d > 0 only, changeAsyncPipeline) is
+	// checkpoint max(0, s−d), the policy the rollouts sample from; nil: the
+	// step samples from Checkpoint, as every sequential step does.
+	Sampler *activities.CheckpointRef `json:"sampler,omitempty"`
+	// AwaitPrevious (with Sampler) is true when step s−1 was still running
+	// as the step started: Checkpoint and Denoise are then unset and come
+	// by signal SignalPreviousStep once step s−1 is done, before
+	// CalibrateAndFuse.
+	AwaitPrevious bool `json:"await_previous,omitempty"`
+}
+
+// SignalPreviousStep delivers step s−1's outcome to step s of a pipelined
+// run (StepInput.AwaitPrevious).
+const SignalPreviousStep = "previous-step"
+
+// PreviousStep is what step s needs from step s−1 in a pipelined run:
+// checkpoint s and the denoiser's state after step s−1.
+type PreviousStep struct {
+	Step       int                      `json:"step"`
+	Checkpoint activities.CheckpointRef `json:"checkpoint"`
+	Denoise    denoise.State            `json:"denoise"`
 }
 
 // StepResult is what a step hands back to the run.
@@ -100,6 +121,15 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		}
 		stages[2] = s.turnRollout // in place of s.rollout
 	}
+	if in.Config.Pipeline.OffPolicy() > 0 {
+		// Only pipelined runs ask, and none existed before the change.
+		if !s.pipeline || in.Sampler == nil || workflow.GetVersion(ctx, changeAsyncPipeline, workflow.DefaultVersion, 1) < 1 {
+			return StepResult{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d: this step predates the asynchronous pipeline "+
+				"or was started without a sampling checkpoint", in.Config.Pipeline.OffPolicy()))
+		}
+		// Step s−1's checkpoint and denoiser state before CalibrateAndFuse.
+		stages = append(stages[:3:3], append([]func(workflow.Context) error{s.awaitPrevious}, stages[3:]...)...)
+	}
 	s.ui = uiSummaries(ctx)
 	if s.pipeline && workflow.GetVersion(ctx, changeStageTimes, workflow.DefaultVersion, 1) >= 1 {
 		s.clock = true
@@ -157,9 +187,42 @@ func (s *stepRun) start(ctx workflow.Context) error {
 	return nil
 }
 
+// sampler is the checkpoint the step's rollouts sample from: checkpoint s,
+// or in a pipelined run max(0, s−d).
+func (s *stepRun) sampler() activities.CheckpointRef {
+	if s.in.Sampler != nil {
+		return *s.in.Sampler
+	}
+	return s.in.Checkpoint
+}
+
+// awaitPrevious waits, in a pipelined run, for step s−1's checkpoint and
+// denoiser state (signal SignalPreviousStep) unless the step started with
+// them.
+func (s *stepRun) awaitPrevious(ctx workflow.Context) error {
+	if !s.in.AwaitPrevious {
+		return nil
+	}
+	ch := workflow.GetSignalChannel(ctx, SignalPreviousStep)
+	for {
+		var p PreviousStep
+		ch.Receive(ctx, &p)
+		if p.Step != s.in.Step-1 {
+			s.logger.Warn("previous step signal for another step ignored", "step", p.Step)
+			continue
+		}
+		if p.Checkpoint.Version != s.in.Step {
+			return invalidInput(fmt.Errorf("step %d: step %d delivered checkpoint %d, want %d", s.in.Step, p.Step,
+				p.Checkpoint.Version, s.in.Step))
+		}
+		s.in.Checkpoint, s.in.Denoise = p.Checkpoint, p.Denoise
+		return nil
+	}
+}
+
 func (s *stepRun) generateRequest(g int) activities.GenerateRequest {
 	return activities.GenerateRequest{RunID: s.in.RunID, Step: s.in.Step, Group: g, Samples: s.cfg.Samples,
-		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
+		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.sampler()}
 }
 
 func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
@@ -174,7 +237,7 @@ func (s *stepRun) scoreRequest(g int) activities.ScoreRequest {
 // Generate, ScoreWorldModel and Execute of sample i.
 func (s *stepRun) generateCtx(ctx workflow.Context, g int) workflow.Context {
 	return summarized(ctx, s.ui, "step %d g%d: %d samples from checkpoint %d",
-		s.in.Step, g, s.cfg.Samples, s.in.Checkpoint.Version)
+		s.in.Step, g, s.cfg.Samples, s.sampler().Version)
 }
 
 func (s *stepRun) scoreCtx(ctx workflow.Context, g int) workflow.Context {
@@ -536,6 +599,10 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 
 func (s *stepRun) update(ctx workflow.Context) error {
 	req := activities.UpdateRequest{RunID: s.in.RunID, Step: s.in.Step, SuiteSeed: s.cfg.SuiteSeed, Checkpoint: s.in.Checkpoint}
+	if sp := s.in.Sampler; sp != nil && sp.Version < s.in.Checkpoint.Version {
+		// Rollouts of an older checkpoint: the clipped importance ratio.
+		req.Sampled, req.RatioClip = sp, s.cfg.Pipeline.ClipRange()
+	}
 	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
 	st := &s.res.Metrics.Stages
 	s.begin(ctx, &st.Update)

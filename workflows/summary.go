@@ -79,7 +79,23 @@ func stepDetails(in StepInput) string {
 		"checkpoint %d (%s), %d groups × %d samples, anchor fraction %.3g  \n"+
 		"world model %s",
 		in.RunID, in.Config.Mode, in.Step, in.Config.Steps,
-		in.Checkpoint.Version, short(in.Checkpoint.Hash), in.Config.Groups, in.Config.Samples, in.AnchorFraction, wm)
+		in.Checkpoint.Version, short(in.Checkpoint.Hash), in.Config.Groups, in.Config.Samples, in.AnchorFraction, wm) +
+		pipelineDetails(in)
+}
+
+// pipelineDetails adds a pipelined step's sampling checkpoint to its
+// details; nothing for a sequential step.
+func pipelineDetails(in StepInput) string {
+	sp := in.Sampler
+	if sp == nil {
+		return ""
+	}
+	s := fmt.Sprintf("  \nsamples from checkpoint %d (%s), pipeline.max_off_policy %d", sp.Version, short(sp.Hash),
+		in.Config.Pipeline.OffPolicy())
+	if in.AwaitPrevious {
+		s += "; checkpoint and denoiser state from step " + fmt.Sprint(in.Step-1) + " when it is done"
+	}
+	return s
 }
 
 // short is a hash's first 12 characters.
@@ -105,6 +121,9 @@ func stepLine(step int, res StepResult) string {
 	s += fmt.Sprintf(", %d executed", m.Executed)
 	if m.Ungraded > 0 {
 		s += fmt.Sprintf(" (%d ungraded)", m.Ungraded)
+	}
+	if m.ImportanceRatioMean != 0 {
+		s += fmt.Sprintf(", ratio %.3f (max %.3f)", m.ImportanceRatioMean, m.ImportanceRatioMax)
 	}
 	return s + fmt.Sprintf(", mean reward %.4f, checkpoint %d", m.MeanReward, res.Checkpoint.Version)
 }

@@ -72,7 +72,7 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 				}
 				ok := run(ctx, func() workflow.Future {
 					return activities.Generate.Execute(s.turnCtx(rollout, "g%d turn %d: %d samples from checkpoint %d",
-						g, t, n, s.in.Checkpoint.Version), req)
+						g, t, n, s.sampler().Version), req)
 				}, func(f workflow.Future) error {
 					if err := f.Get(ctx, s.genInto(g)); err != nil {
 						return fmt.Errorf("generate group %d turn %d: %w", g, t, err)

@@ -102,4 +102,12 @@ const (
 	// changes no input of any activity but FinishStep's metrics: the
 	// training, and so every checkpoint, is the same.
 	changeStageTimes = "stage-times"
+	// changeAsyncPipeline (version 1, asked only in runs with
+	// pipeline.max_off_policy d > 0): the run keeps up to d+1 step
+	// children in flight (pipeline.go); step t samples from checkpoint
+	// max(0, t−d) (StepInput.Sampler), waits for step t−1's checkpoint and
+	// denoiser state (StepInput.AwaitPrevious, signal SignalPreviousStep)
+	// before CalibrateAndFuse, and its Update names the sampling
+	// checkpoint and the clip. Sequential runs never reach the check.
+	changeAsyncPipeline = "async-pipeline"
 )

@@ -13,6 +13,18 @@ const (
 	ActionRequestInfo = "request_info"
 )
 
+// StatusInfo is the status of the answer to an ActionRequestInfo item
+// (the reference's "info"): the data's structure as its Feedback, no
+// reward (Score 0); the turn is no execute turn, left out of the
+// trajectory's reward (turns.ReduceTurns).
+const StatusInfo = "info"
+
+// ActionMalformed is the action of a language model's completion that
+// holds neither a script nor a request_info action (the reference's
+// "malformed"): it is answered without executing anything, with the
+// ladder's invalid_program reward. It is never sent to a grader.
+const ActionMalformed = "malformed"
+
 // GradeItem is one solution to execute and grade.
 type GradeItem struct {
 	Task     Task

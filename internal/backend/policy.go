@@ -95,6 +95,23 @@ type SampleRequest struct {
 	// Previous are the previous attempts, one per seed, at turn t > 1 of
 	// a multi-turn trajectory; empty at turn 1 and in single-shot runs.
 	Previous []Previous
+	// History are, at turn t > 1, one per seed, the trajectory's turns 1
+	// to t-1 as a token policy samples from them (a language model's: its
+	// sequence so far is the prompt, then each turn's action tokens and
+	// observation); empty at turn 1 and in single-shot runs. The built-in
+	// policy reads Previous instead.
+	History [][]Exchange
+}
+
+// Exchange is one answered turn of a trajectory as a token policy sees it:
+// its action's token ids and sampling logprobs as the policy gave them
+// (Completion's), and the observation that answered it (turns.Render's
+// text, empty for a trajectory's last turn, which nothing answers before
+// the update).
+type Exchange struct {
+	Tokens      []int
+	LogProbs    []float64
+	Observation string
 }
 
 // Completion is one sampled solution.
@@ -131,10 +148,13 @@ type Datum struct {
 }
 
 // DatumTurn is one turn of a multi-turn datum: its action and, from turn
-// 2 on, the previous attempt it was sampled from.
+// 2 on, the previous attempt it was sampled from; for a token policy, its
+// action's tokens and logprobs and the observation that answered it
+// (Exchange; the observation of every turn but the last).
 type DatumTurn struct {
 	Text     string
 	Previous *Previous
+	Exchange
 }
 
 // UpdateRequest asks for the checkpoint after one update of Base.
@@ -159,7 +179,7 @@ type UpdateRequest struct {
 	Key string
 	// Sampler is the checkpoint the batch was sampled from when it is an
 	// older one than Base (an asynchronous pipeline's, docs/design.md,
-	// "Asynchronous pipeline (design)"); nil when it is Base, the
+	// "Asynchronous pipeline"); nil when it is Base, the
 	// sequential step. The built-in policy then scores each token under
 	// Sampler (its sampling logprob, a deterministic function of the
 	// checkpoint, the input and the tokens, so nothing per token is

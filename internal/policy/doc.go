@@ -36,7 +36,7 @@
 // each token's A_i log π(τ_t) by PPO's clipped surrogate
 // min(r_t A_i, clip(r_t, 1−ε, 1+ε) A_i) of its importance ratio
 // r_t = π(τ_t)/π_sample(τ_t); at r_t = 1 its gradient is Update's, bit for
-// bit (docs/design.md, "Asynchronous pipeline (design)").
+// bit (docs/design.md, "Asynchronous pipeline").
 //
 // Determinism. Sampling uses a PCG generator seeded from the caller's seed;
 // every sum runs in a fixed order on one goroutine, so the same seed gives the

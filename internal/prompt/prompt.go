@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 // Data is what a template sees.
@@ -132,4 +134,44 @@ func Extract(completion, language string) (solution string, ok bool) {
 		s := strings.TrimSpace(completion)
 		return s, s != ""
 	}
+}
+
+// Action is a language model's turn, taken out of its completion: its
+// kind (backend.ActionExecuteCode, backend.ActionRequestInfo or
+// backend.ActionMalformed) and, to execute, the solution.
+type Action struct {
+	Kind     string
+	Solution string
+}
+
+// requestInfo is the request_info action's tag, as the reference's agents
+// write it.
+var requestInfo = regexp.MustCompile(`(?i)<action>\s*request_info\s*</action>`)
+
+// ParseAction reads the action of a completion that holds an analysis and
+// one complete script (the reference's turn): the solution Extract finds
+// is executed (execute_code), also when the completion also carries a
+// request_info tag (the script is the stronger sign of the model's
+// choice, as in the reference); without one, a completion with the tag
+// `<action>request_info</action>` asks for the data's structure
+// (request_info); otherwise it is malformed (no action: the turn gets the
+// ladder's invalid_program reward and is told so). In the built-in
+// language a bare text is a program, as Extract takes it, so only a blank
+// completion is malformed there.
+func ParseAction(completion, language string) Action {
+	if requestInfo.MatchString(completion) {
+		if language != "python" || !hasFence(completion) {
+			return Action{Kind: backend.ActionRequestInfo}
+		}
+	}
+	if sol, ok := Extract(completion, language); ok {
+		return Action{Kind: backend.ActionExecuteCode, Solution: sol}
+	}
+	return Action{Kind: backend.ActionMalformed}
+}
+
+// hasFence reports whether text holds a fenced block Extract would take.
+func hasFence(text string) bool {
+	_, ok := Extract(text, "python")
+	return ok
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wmrl/wmrl/internal/backend"
 )
 
 func TestExtract(t *testing.T) {
@@ -53,5 +55,37 @@ func TestTemplate(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "missing.tmpl")); err == nil {
 		t.Error("a missing template file loaded")
+	}
+}
+
+// TestParseAction: the analysis-and-script completion executes its
+// script; the request_info tag alone asks for the data; a script beside
+// the tag wins; no script and no tag is malformed.
+func TestParseAction(t *testing.T) {
+	script := "import pandas as pd\nprint(1)"
+	tests := []struct {
+		name, give, lang string
+		want             Action
+	}{
+		{"analysis and script", "The baseline: a linear model.\n```python\n" + script + "\n```\n", "python",
+			Action{Kind: backend.ActionExecuteCode, Solution: script}},
+		{"unclosed fence", "Plan.\n```python\n" + script, "python", Action{Kind: backend.ActionExecuteCode, Solution: script}},
+		{"request_info", "I need the columns first.\n<action>request_info</action>", "python", Action{Kind: backend.ActionRequestInfo}},
+		{"request_info spaced", "<ACTION> request_info </ACTION>", "python", Action{Kind: backend.ActionRequestInfo}},
+		{"script wins", "<action>request_info</action>\n```python\n" + script + "\n```", "python",
+			Action{Kind: backend.ActionExecuteCode, Solution: script}},
+		{"prose only", "I would train a random forest.", "python", Action{Kind: backend.ActionMalformed}},
+		{"other language", "```bash\nls\n```", "python", Action{Kind: backend.ActionMalformed}},
+		{"empty", "", "python", Action{Kind: backend.ActionMalformed}},
+		{"the word alone", "maybe request_info later", "python", Action{Kind: backend.ActionMalformed}},
+		{"builtin program", "standardize | ridge alpha=1", "builtin",
+			Action{Kind: backend.ActionExecuteCode, Solution: "standardize | ridge alpha=1"}},
+		{"builtin request_info", "<action>request_info</action>", "builtin", Action{Kind: backend.ActionRequestInfo}},
+		{"builtin blank", " \n", "builtin", Action{Kind: backend.ActionMalformed}},
+	}
+	for _, tt := range tests {
+		if got := ParseAction(tt.give, tt.lang); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 // built-in pipeline language, rendered (Render) before Python runs it. A
 // text that does not parse as a valid program is graded invalid_program
 // with reward 0, as the built-in executor grades it, and never reaches
-// Python; the other items go to Python in one request, in order.
+// Python; the other items go to Python in one request, in order. A
+// request_info item (GradeItem.Action) goes to Python as it is, nothing
+// rendered.
 type Grader struct {
 	Python backend.Grader
 }
@@ -27,10 +29,18 @@ func (g *Grader) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 	var run []int
 	var items []backend.GradeItem
 	for i, it := range req.Items {
+		if it.Action == backend.ActionRequestInfo {
+			// Nothing to render: the Python grader answers it from the
+			// task's files.
+			run = append(run, i)
+			items = append(items, it)
+			continue
+		}
 		script, err := renderText(it.Solution)
 		if err != nil {
 			out[i] = backend.Grade{Graded: true, Status: string(executor.StatusInvalidProgram),
-				Score: executor.Reward(executor.StatusInvalidProgram, 0), Detail: "parse: " + err.Error()}
+				Score: executor.Reward(executor.StatusInvalidProgram, 0), Detail: "parse: " + err.Error(),
+				Feedback: "invalid_program: the program does not parse, nothing ran: " + err.Error() + "\n"}
 			continue
 		}
 		it.Solution = script

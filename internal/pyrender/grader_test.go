@@ -54,7 +54,8 @@ func TestGrader(t *testing.T) {
 		}
 	}
 	for _, i := range []int{1, 3} {
-		if !gs[i].Graded || gs[i].Status != "invalid_program" || gs[i].Score != 0 || !strings.HasPrefix(gs[i].Detail, "parse: ") {
+		if !gs[i].Graded || gs[i].Status != "invalid_program" || gs[i].Score != 0 || !strings.HasPrefix(gs[i].Detail, "parse: ") ||
+			!strings.HasPrefix(gs[i].Feedback, "invalid_program: the program does not parse") {
 			t.Errorf("item %d: %+v, want invalid_program with reward 0", i, gs[i])
 		}
 	}
@@ -74,5 +75,23 @@ func TestGrader(t *testing.T) {
 	py.err = errors.New("engine down")
 	if _, err := g.Grade(context.Background(), backend.GradeRequest{Items: items}); err == nil {
 		t.Error("python grader failed, want the error")
+	}
+}
+
+// TestGraderRequestInfo: a request_info item reaches Python as it is
+// (nothing rendered, its text no program), in order with the others.
+func TestGraderRequestInfo(t *testing.T) {
+	py := &fakePython{}
+	g := &Grader{Python: py}
+	items := []backend.GradeItem{
+		{Task: backend.Task{ID: "a"}, Action: backend.ActionRequestInfo, Solution: "not a program"},
+		{Task: backend.Task{ID: "b"}, Action: backend.ActionExecuteCode, Solution: "knn k=5"},
+	}
+	gs, err := g.Grade(context.Background(), backend.GradeRequest{Items: items})
+	if err != nil || len(gs) != 2 || gs[0].Detail != "a" || gs[1].Detail != "b" {
+		t.Fatalf("grades %+v, %v", gs, err)
+	}
+	if len(py.got) != 2 || py.got[0].Action != backend.ActionRequestInfo || py.got[0].Solution != "not a program" || !strings.Contains(py.got[1].Solution, "model = ") {
+		t.Errorf("python got %+v", py.got)
 	}
 }

@@ -33,9 +33,12 @@
 //     threads: PidsLimit;
 //   - wall time: Limits.Deadline from the solution's start (not the
 //     container's), measured here; at the deadline the container is killed;
-//   - output: stdout and stderr are drained and the first OutputBytes of
-//     each kept; the submission is copied out only if it is a regular file
-//     of at most SubmissionBytes.
+//   - output: stdout and stderr are drained and of each the first and the
+//     last OutputBytes/2 bytes kept (512 KiB + 512 KiB by default;
+//     dockerrun.HeadTail: the memory held is bounded whatever the solution
+//     writes, and the bytes cut between head and tail are counted); the
+//     submission is copied out only if it is a regular file of at most
+//     SubmissionBytes.
 //
 // The container's first process is /bin/sleep, a keeper that holds the
 // tmpfs mounts alive; the solution runs beside it through an exec, so that
@@ -71,6 +74,19 @@
 //
 // A failure of the sandbox itself (engine unreachable, image missing, a
 // stream cut short) is an error, never a status: the caller retries.
+//
+// # Feedback and request_info
+//
+// Result.Feedback (Grade.Feedback, FeedbackOf) is the agent's observation
+// of the execution, as the reference's sandbox answers: the paper's status
+// and what happened, the script's stdout and stderr (each's size, its
+// first 1 KiB and last 3 KiB, the bytes cut between them counted: a
+// traceback is the end of stderr), and for a valid submission its metric
+// and leaderboard position; at most about 8 KiB. Detail stays the
+// one-line summary the store keeps. A GradeItem whose Action is
+// backend.ActionRequestInfo runs nothing: InfoGrade answers it from the
+// task's public files (realtasks.Describe), status backend.StatusInfo,
+// reward 0.
 //
 // The submission is read out by a second exec, the reader, started before
 // the solution (so that a fork bomb the solution leaves cannot keep it from

@@ -6,8 +6,10 @@ import (
 	"math"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/dockerrun"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/tasks"
 )
@@ -78,9 +80,15 @@ type Result struct {
 	Metric, Position float64
 	// Failure says why, for runtime_err.
 	Failure Failure
-	// Detail says what happened, as feedback to the agent (the error
-	// message, the tail of stderr, why the submission was refused).
+	// Detail says what happened in one line (the error message, the last
+	// lines of stderr, why the submission was refused), as the store's
+	// execution detail.
 	Detail string
+	// Feedback is the environment's answer for the agent's next turn
+	// (FeedbackOf): what happened, the script's stdout and stderr (head
+	// and tail kept) and, for a valid submission, its metric and
+	// leaderboard position.
+	Feedback string
 	// Run is the execution (zero for malformed).
 	Run Run
 }
@@ -93,7 +101,9 @@ const detailBytes = 2000
 // failures are statuses.
 func (s *Sandbox) Grade(ctx context.Context, t *tasks.Task, source string, l backend.Limits, seed uint64) (Result, error) {
 	if why := malformed(source); why != "" {
-		return Result{Status: StatusMalformed, Score: Reward(StatusMalformed, 0), Detail: why}, nil
+		r := Result{Status: StatusMalformed, Score: Reward(StatusMalformed, 0), Detail: why}
+		r.Feedback = FeedbackOf(t, r)
+		return r, nil
 	}
 	run, err := s.Run(ctx, t, source, l, seed)
 	if err != nil {
@@ -153,7 +163,117 @@ func GradeRun(t *tasks.Task, run Run, l backend.Limits) Result {
 	}
 	r.Detail = clip(r.Detail, detailBytes)
 	r.Score = Reward(r.Status, r.Position)
+	r.Feedback = FeedbackOf(t, r)
 	return r
+}
+
+// What Feedback shows of each output stream: its first feedbackHeadBytes
+// and its last feedbackTailBytes (the end, where a traceback is, gets
+// more), so a Feedback holds at most about 8 KiB of output whatever the
+// script printed; the observation's own cap (turns.Render) cuts it further
+// to the run's observation_tokens.
+const (
+	feedbackHeadBytes = 1 << 10
+	feedbackTailBytes = 3 << 10
+)
+
+// FeedbackOf is the agent's observation of a graded execution of a
+// solution of t, as the reference's sandbox answers: a first line with the
+// paper's status and what happened (for a runtime_err the failure; the
+// traceback is in stderr); the script's stdout and stderr, each with its
+// size, its head and its tail (feedbackHeadBytes, feedbackTailBytes) and
+// the number of bytes cut between them; for a valid submission its metric
+// (the raw score) and its leaderboard position.
+func FeedbackOf(t *tasks.Task, r Result) string {
+	var b strings.Builder
+	switch r.Status {
+	case StatusMalformed:
+		fmt.Fprintf(&b, "%s: %s\n", r.Status, r.Detail)
+		return b.String()
+	case StatusSyntaxErr:
+		fmt.Fprintf(&b, "%s: the script does not compile\n", r.Status)
+	case StatusRuntimeErr:
+		fmt.Fprintf(&b, "%s: %s\n", r.Status, failureLine(r))
+	case StatusRanNoSub:
+		fmt.Fprintf(&b, "%s: %s\n", r.Status, r.Detail)
+	case StatusValid:
+		fmt.Fprintf(&b, "%s: the submission was scored\n", r.Status)
+	}
+	stream(&b, "stdout", r.Run.Stdout, r.Run.StdoutBytes)
+	stream(&b, "stderr", r.Run.Stderr, r.Run.StderrBytes)
+	if r.Status == StatusValid {
+		dir := "higher is better"
+		if t != nil && t.Spec.Direction == tasks.Minimize {
+			dir = "lower is better"
+		}
+		metric := "metric"
+		if t != nil {
+			metric = string(t.Spec.Metric)
+		}
+		fmt.Fprintf(&b, "Valid submission: %s %.6g (%s), leaderboard position %.3f (0 is the bottom of the task's leaderboard, 1 its top)\n",
+			metric, r.Metric, dir, r.Position)
+	}
+	return b.String()
+}
+
+// failureLine says how a runtime_err solution failed, without the stderr
+// lines Detail adds.
+func failureLine(r Result) string {
+	switch r.Failure {
+	case FailureTimeout:
+		return "killed at the deadline"
+	case FailureMemory:
+		if r.Run.OOMKilled {
+			return "killed for exceeding the memory limit"
+		}
+		return fmt.Sprintf("exit code %d (MemoryError)", r.Run.ExitCode)
+	case FailureSignal:
+		return fmt.Sprintf("killed by signal %d", r.Run.ExitCode-128)
+	}
+	return fmt.Sprintf("exit code %d", r.Run.ExitCode)
+}
+
+// stream writes one output stream's section: nothing for an empty one;
+// else a header with its size and its text, its head and tail when it is
+// longer than feedbackHeadBytes + feedbackTailBytes (kept is what Run kept
+// of total bytes written: its head and tail hold at least as much, see
+// MinOutputBytes).
+func stream(b *strings.Builder, name string, kept []byte, total int64) {
+	if total == 0 || len(kept) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "--- %s (%d bytes) ---\n", name, total)
+	text := kept
+	if int64(len(kept)) < total || len(kept) > feedbackHeadBytes+feedbackTailBytes {
+		h, t := kept[:min(feedbackHeadBytes, len(kept))], kept[max(0, len(kept)-feedbackTailBytes):]
+		cut := total - int64(len(h)) - int64(len(t))
+		text = append(append(append([]byte(nil), trimRunes(h, false)...), dockerrun.CutLine(cut)...), trimRunes(t, true)...)
+	}
+	s := strings.ToValidUTF8(string(text), "?")
+	b.WriteString(s)
+	if !strings.HasSuffix(s, "\n") {
+		b.WriteByte('\n')
+	}
+}
+
+// trimRunes drops a UTF-8 character broken by a cut: at the end of a head,
+// at the start of a tail.
+func trimRunes(b []byte, atStart bool) []byte {
+	if atStart {
+		for k := 0; k < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); k++ {
+			b = b[1:]
+		}
+		return b
+	}
+	for k := 1; k <= utf8.UTFMax && k <= len(b); k++ {
+		if utf8.RuneStart(b[len(b)-k]) {
+			if !utf8.FullRune(b[len(b)-k:]) {
+				return b[:len(b)-k]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // lastLine is the last non-blank line of b.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/realtasks"
 	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/tasks"
 )
@@ -28,7 +29,9 @@ type Grader struct {
 
 var _ backend.Grader = (*Grader)(nil)
 
-// Grade runs and grades each item. An unknown task is a
+// Grade runs and grades each item. An item whose Action is
+// backend.ActionRequestInfo runs nothing: it is answered from the task's
+// public files (InfoGrade). An unknown task or action is a
 // *backend.PermanentError; a sandbox failure a plain error.
 func (g *Grader) Grade(ctx context.Context, req backend.GradeRequest) ([]backend.Grade, error) {
 	out := make([]backend.Grade, len(req.Items))
@@ -39,6 +42,15 @@ func (g *Grader) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 				return nil, backend.Permanent(fmt.Errorf("python grader: %w", err))
 			}
 			return nil, fmt.Errorf("python grader: %w", err)
+		}
+		switch it.Action {
+		case "", backend.ActionExecuteCode:
+		case backend.ActionRequestInfo:
+			out[i] = InfoGrade(t)
+			continue
+		default:
+			return nil, backend.Permanent(fmt.Errorf("python grader: task %s: action %q: want %q or %q",
+				t.Spec.ID, it.Action, backend.ActionExecuteCode, backend.ActionRequestInfo))
 		}
 		r, err := g.Sandbox.Grade(ctx, t, it.Solution, req.Limits, it.Seed)
 		if err != nil {
@@ -58,7 +70,8 @@ func (g *Grader) Preflight(ctx context.Context, l backend.Limits) error {
 // status of the same rung, the statuses the store keeps (malformed and
 // syntax_err: invalid_program; runtime_err: runtime_error, timeout or
 // memory by Failure; ran_no_sub: invalid_output; valid: ok), with the
-// same rewards; Detail begins with the paper's status.
+// same rewards; Detail begins with the paper's status; Feedback is the
+// agent's observation (FeedbackOf).
 func (r Result) Grade() backend.Grade {
 	return backend.Grade{
 		Graded:      true,
@@ -67,6 +80,7 @@ func (r Result) Grade() backend.Grade {
 		Metric:      r.Metric,
 		Position:    r.Position,
 		Detail:      string(r.Status) + ": " + r.Detail,
+		Feedback:    r.Feedback,
 		CPUSeconds:  r.Run.CPUSeconds,
 		WallSeconds: r.Run.WallSeconds,
 	}
@@ -89,4 +103,15 @@ func (r Result) ExecutorStatus() string {
 		return string(executor.StatusRuntimeError)
 	}
 	return string(executor.StatusInvalidProgram)
+}
+
+// InfoGrade is the answer to a request_info action on t, as the
+// reference's sandbox gives it: status backend.StatusInfo, no reward
+// (Score 0; it is no execute turn), and as feedback the structure of the
+// task's data, read from its public files (realtasks.Describe: each
+// file's size, each CSV's columns and row count; private/ never). Nothing
+// is executed.
+func InfoGrade(t *tasks.Task) backend.Grade {
+	return backend.Grade{Graded: true, Status: backend.StatusInfo, Detail: "request_info: the data's structure",
+		Feedback: realtasks.Describe(t)}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wmrl/wmrl/internal/dockerrun"
 )
 
 // succeed is what a hostile solution does when its attack worked: it
@@ -32,6 +34,7 @@ func TestHostile(t *testing.T) {
 		want     Status
 		failure  Failure
 		detail   string // in Detail
+		feedback string // in Feedback
 	}{
 		{name: "empty", source: "", want: StatusMalformed, detail: "empty"},
 		{name: "blank", source: " \n\t\n", want: StatusMalformed, detail: "empty"},
@@ -154,7 +157,15 @@ chunk = b"y" * (1 << 20)
 for _ in range(256):
     sys.stdout.buffer.write(chunk)
     sys.stderr.buffer.write(chunk[:4096])
-` + succeed},
+` + succeed + "print('THE-END')\n", feedback: "THE-END"},
+		{name: "stderr-flood-then-crash", deadline: finishDeadline, want: StatusRuntimeErr, failure: FailureExit,
+			detail: "exit code 1", feedback: "ValueError: the end", source: `
+import sys
+chunk = b"e" * (1 << 20)
+for _ in range(96):
+    sys.stderr.buffer.write(chunk)
+raise ValueError("the end")
+`},
 		{name: "kill-parent-and-keeper", want: StatusRuntimeErr, failure: FailureSignal, source: succeed + `
 import os, signal
 for pid in (1, -1, os.getppid()):
@@ -283,11 +294,30 @@ with open("big", "wb") as f:
 			if c.want == StatusMalformed && r.Run.Container != "" {
 				t.Errorf("a malformed solution ran in container %.12s", r.Run.Container)
 			}
-			if r.Run.StdoutBytes > DefaultOutputBytes && len(r.Run.Stdout) != DefaultOutputBytes {
-				t.Errorf("%d bytes of stdout written, %d kept; want %d kept", r.Run.StdoutBytes, len(r.Run.Stdout), DefaultOutputBytes)
+			// A flooded stream keeps its head and tail, DefaultOutputBytes in
+			// all, and the line saying how much was cut between them.
+			for _, st := range []struct {
+				name    string
+				kept    []byte
+				written int64
+			}{{"stdout", r.Run.Stdout, r.Run.StdoutBytes}, {"stderr", r.Run.Stderr, r.Run.StderrBytes}} {
+				if st.written <= DefaultOutputBytes {
+					continue
+				}
+				if cut := dockerrun.CutLine(st.written - DefaultOutputBytes); len(st.kept) != DefaultOutputBytes+len(cut) ||
+					!strings.Contains(string(st.kept), cut) {
+					t.Errorf("%d bytes of %s written, %d kept; want %d and the cut line", st.written, st.name, len(st.kept),
+						DefaultOutputBytes+len(cut))
+				}
 			}
-			if strings.HasPrefix(c.name, "stdout-flood") && r.Run.StdoutBytes < 64<<20 {
-				t.Errorf("a flood of %d bytes", r.Run.StdoutBytes)
+			if strings.Contains(c.name, "flood") && r.Run.StdoutBytes+r.Run.StderrBytes < 64<<20 {
+				t.Errorf("a flood of %d + %d bytes", r.Run.StdoutBytes, r.Run.StderrBytes)
+			}
+			if !strings.Contains(r.Feedback, c.feedback) {
+				t.Errorf("feedback lacks %q:\n%s", c.feedback, r.Feedback)
+			}
+			if n := len(r.Feedback); n > 2*(feedbackHeadBytes+feedbackTailBytes)+1024 {
+				t.Errorf("feedback of %d bytes", n)
 			}
 			t.Logf("%s (%s) in %.1f s: %.200s", r.Status, r.Failure, time.Since(start).Seconds(), r.Detail)
 		})

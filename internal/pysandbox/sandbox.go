@@ -52,9 +52,12 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultWorkBytes       = 256 << 20
-	DefaultTmpBytes        = 64 << 20
-	DefaultOutputBytes     = 1 << 20
+	DefaultWorkBytes   = 256 << 20
+	DefaultTmpBytes    = 64 << 20
+	DefaultOutputBytes = 1 << 20
+	// MinOutputBytes is the least OutputBytes: the kept head and tail of
+	// a stream hold what Feedback shows of it.
+	MinOutputBytes         = 2 * (feedbackHeadBytes + feedbackTailBytes)
 	DefaultSubmissionBytes = 64 << 20
 	// MaxSourceBytes bounds a solution's source; a larger one is malformed.
 	MaxSourceBytes = 1 << 20
@@ -88,7 +91,8 @@ type Options struct {
 	StagingDir string
 	// WorkBytes and TmpBytes size the /work and /tmp tmpfs mounts.
 	WorkBytes, TmpBytes int64
-	// OutputBytes is how much of stdout and of stderr is kept, each.
+	// OutputBytes is how much of stdout and of stderr is kept, each: its
+	// first and its last OutputBytes/2 bytes (at least MinOutputBytes).
 	OutputBytes int
 	// SubmissionBytes is the largest submission.csv copied out; a larger
 	// one is no submission.
@@ -111,6 +115,7 @@ func (o *Options) defaults() error {
 	if o.OutputBytes <= 0 {
 		o.OutputBytes = DefaultOutputBytes
 	}
+	o.OutputBytes = max(o.OutputBytes, MinOutputBytes)
 	if o.SubmissionBytes <= 0 {
 		o.SubmissionBytes = DefaultSubmissionBytes
 	}
@@ -264,8 +269,11 @@ type Run struct {
 	// TimedOut: killed at the deadline. OOMKilled: killed for memory (the
 	// engine's OOM event or flag, or a SIGKILL at the memory limit).
 	TimedOut, OOMKilled bool
-	// Stdout and Stderr are the first Options.OutputBytes of each;
-	// StdoutBytes and StderrBytes count all that was written.
+	// Stdout and Stderr are what was kept of each stream: all of it when
+	// it holds at most Options.OutputBytes, otherwise its first and last
+	// OutputBytes/2 bytes with a line between them saying how many bytes
+	// were cut (dockerrun.HeadTail). StdoutBytes and StderrBytes count all
+	// that was written.
 	Stdout, Stderr           []byte
 	StdoutBytes, StderrBytes int64
 	// Submission is /work/submission.csv when the solution exited 0 and
@@ -341,7 +349,9 @@ func (s *Sandbox) Run(ctx context.Context, t *tasks.Task, source string, l backe
 	}
 	defer hj.Close()
 	start := time.Now()
-	stdout, stderr := dockerrun.NewCapped(s.opts.OutputBytes), dockerrun.NewCapped(s.opts.OutputBytes)
+	half := s.opts.OutputBytes / 2
+	stdout := dockerrun.NewHeadTail(half, s.opts.OutputBytes-half)
+	stderr := dockerrun.NewHeadTail(half, s.opts.OutputBytes-half)
 	outDone := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)

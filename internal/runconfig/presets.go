@@ -93,7 +93,10 @@ func Preset(name string) (Config, error) {
 		// and run in the Python sandbox, where one execution costs
 		// seconds (a container and the sklearn import): 6 steps of 6
 		// groups of 4, two of them anchors (the executions of a step),
-		// held-out avg@4 on every held-out task at the end.
+		// held-out avg@4 on every held-out task at the end. Each
+		// trajectory is 3 turns (issue #19): the policy acts, reads the
+		// script's outcome (its status and score bucket; the output tail is
+		// in the observation), and acts again; its reward is the best turn's.
 		c.Name = "python-demo"
 		c.Tasks = backend.TaskStore
 		c.Steps, c.Groups, c.Samples = 6, 6, 4
@@ -106,6 +109,7 @@ func Preset(name string) (Config, error) {
 		c.ContinueAsNewEvery = 3
 		c.Sandbox.Kind = SandboxPython
 		c.Parallelism = 2
+		c.Trajectory.Turns = 3
 	case "default":
 	default:
 		return Config{}, fmt.Errorf("unknown preset %q: valid presets are %s", name, strings.Join(presetNames, ", "))

@@ -158,13 +158,13 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Tasks = "store" }, "tasks:"}, // with sandbox.kind auto
 		{func(c *Config) { c.Trajectory.Turns = -1 }, "trajectory.turns:"},
 		{func(c *Config) { c.Trajectory.Turns = 65 }, "trajectory.turns:"},
-		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "tinker" }, "trajectory.turns: 3 turns with policy.backend \"tinker\""},
-		{func(c *Config) { c.Trajectory.Turns, c.WorldModel.Refresh.Every = 3, 5 }, "trajectory.turns: 3 turns with world_model.refresh"},
+		{func(c *Config) { c.Trajectory.Turns, c.Policy.Backend = 3, "vllm" }, "trajectory.turns: 3 turns with policy.backend \"vllm\""},
 		{func(c *Config) { c.Trajectory.Reward = "mean" }, "trajectory.reward:"},
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = -1 }, "pipeline.max_off_policy: must be in [0,4]"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = 5 }, "pipeline.max_off_policy: must be in [0,4]"},
-		{func(c *Config) { c.Pipeline.MaxOffPolicy = 1 }, "pipeline.max_off_policy: 1: the asynchronous pipeline is not built yet"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Trajectory.Turns = 1, 3 }, "pipeline.max_off_policy: 1 with trajectory.turns 3"},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Anchors.Active = 2, ActiveAnchors{Enabled: true, Mix: 0.5} }, "pipeline.max_off_policy: 2 with anchors.active"},
 		{func(c *Config) { c.Pipeline.Clip = -0.1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = 1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = math.NaN() }, "pipeline.clip:"},
@@ -676,10 +676,17 @@ func TestTrajectory(t *testing.T) {
 	if err != nil || c.Trajectory.TurnCount() != 3 || !c.Trajectory.MultiTurn() {
 		t.Errorf("turns 3: %+v, %v", c.Trajectory, err)
 	}
-	_, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
-	want := "trajectory.turns: line 4: 3 turns with policy.backend \"tinker\": multi-turn sampling is built for the built-in policy only"
+	c, err = Parse(Default(), []byte("policy:\n  backend: tinker\ntrajectory:\n  turns: 3\n"))
+	if err != nil || c.Trajectory.TurnCount() != 3 || c.Policy.Backend != "tinker" {
+		t.Errorf("turns 3 with tinker: %+v %q, %v; want them taken", c.Trajectory, c.Policy.Backend, err)
+	}
+	_, err = Parse(Default(), []byte("policy:\n  backend: vllm\ntrajectory:\n  turns: 3\n"))
+	want := "trajectory.turns: line 4: 3 turns with policy.backend \"vllm\": multi-turn sampling is built for the built-in policy and the Tinker policy only"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("turns 3 with tinker: %v, want an error starting %q", err, want)
+		t.Errorf("turns 3 with vllm: %v, want an error starting %q", err, want)
+	}
+	if _, err = Parse(Default(), []byte("policy:\n  backend: vllm\n")); err != nil {
+		t.Errorf("a single-shot run of another policy backend: %v", err)
 	}
 	_, err = Parse(Default(), []byte("trajectory:\n  reward: best\n"))
 	if want := "trajectory.reward: line 2: must be \"max\" or \"last\""; err == nil || !strings.HasPrefix(err.Error(), want) {
@@ -727,9 +734,13 @@ func TestPipeline(t *testing.T) {
 			t.Errorf("d %d: step %d samples from %d, want %d", tt.d, tt.t, got, tt.want)
 		}
 	}
-	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
-	want := "pipeline.max_off_policy: line 3: 2: the asynchronous pipeline is not built yet"
+	c, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
+	if err != nil || c.Pipeline.OffPolicy() != 2 {
+		t.Errorf("max_off_policy 2: %+v, %v; want accepted", c.Pipeline, err)
+	}
+	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 5\n"))
+	want := "pipeline.max_off_policy: line 3: must be in [0,4]"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("max_off_policy 2: %v, want an error starting %q", err, want)
+		t.Errorf("max_off_policy 5: %v, want an error starting %q", err, want)
 	}
 }

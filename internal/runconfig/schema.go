@@ -52,7 +52,7 @@ type Config struct {
 	// written before it existed keep their recorded form.
 	Trajectory Trajectory `yaml:"trajectory" json:"trajectory,omitzero"`
 	// Pipeline bounds how far off-policy a step's rollouts may be
-	// (docs/design.md, "Asynchronous pipeline (design)"). Its zero value
+	// (docs/design.md, "Asynchronous pipeline"). Its zero value
 	// is today's strictly sequential step; left out of the JSON then, so
 	// configurations written before it existed keep their recorded form.
 	Pipeline Pipeline `yaml:"pipeline" json:"pipeline,omitzero"`

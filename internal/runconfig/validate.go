@@ -135,8 +135,8 @@ func (c Config) checkActive() error {
 }
 
 // checkTrajectory checks the trajectory section. Zeros are the defaults.
-// More than one turn is built for the built-in policy only (docs/design.md,
-// "Multi-turn trajectories").
+// More than one turn is built for the built-in and the Tinker policy
+// (docs/design.md, "Multi-turn trajectories").
 func (c Config) checkTrajectory() []func() error {
 	t := c.Trajectory
 	return []func() error{
@@ -144,17 +144,9 @@ func (c Config) checkTrajectory() []func() error {
 			if err := intIn("trajectory.turns", t.Turns, 0, maxTurns); err != nil {
 				return err
 			}
-			if t.MultiTurn() && c.Policy.Backend != "" && c.Policy.Backend != backend.Builtin {
+			if b := c.Policy.Backend; t.MultiTurn() && b != "" && b != backend.Builtin && b != backend.Tinker {
 				return bad("trajectory.turns", "%d turns with policy.backend %q: multi-turn sampling is built for the "+
-					"built-in policy only (a language model's turns, one token sequence per trajectory, are not built yet)",
-					t.Turns, c.Policy.Backend)
-			}
-			if t.MultiTurn() && c.WorldModel.Refresh.On() {
-				// A refresh learns (program, r_env) from the trajectories'
-				// rows, which hold the first turn's program and the
-				// reduced r_env; it needs the turns' own pairs instead.
-				return bad("trajectory.turns", "%d turns with world_model.refresh: refreshing the world model on "+
-					"multi-turn trajectories is not built yet", t.Turns)
+					"built-in policy and the Tinker policy only", t.Turns, b)
 			}
 			return nil
 		},
@@ -172,8 +164,9 @@ func (c Config) checkTrajectory() []func() error {
 }
 
 // checkPipeline checks the pipeline section. Zeros are the defaults. The
-// schedule is written down (docs/design.md, "Asynchronous pipeline
-// (design)") but the workflows do not run it yet, so d > 0 is refused.
+// workflows run d > 0 (docs/design.md, "Asynchronous pipeline") for
+// single-shot trajectories without active anchor selection; with those,
+// d > 0 is refused.
 func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
@@ -181,9 +174,14 @@ func (c Config) checkPipeline() []func() error {
 			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
 				return err
 			}
-			if p.MaxOffPolicy > 0 {
-				return bad("pipeline.max_off_policy", "%d: the asynchronous pipeline is not built yet (the schedule is "+
-					"in docs/design.md, \"Asynchronous pipeline (design)\"); only 0, the sequential step, runs", p.MaxOffPolicy)
+			switch {
+			case p.MaxOffPolicy == 0:
+			case c.Trajectory.MultiTurn():
+				return bad("pipeline.max_off_policy", "%d with trajectory.turns %d: the asynchronous pipeline of multi-turn "+
+					"trajectories is not built; use 0 (the sequential step)", p.MaxOffPolicy, c.Trajectory.TurnCount())
+			case c.Anchors.Active.Enabled:
+				return bad("pipeline.max_off_policy", "%d with anchors.active: active anchor selection reads the steps "+
+					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
 			}
 			return nil
 		},

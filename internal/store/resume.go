@@ -10,7 +10,7 @@ import (
 
 // ResumeRun creates run r, started from step r.ResumedStep of run
 // r.ResumedFrom, as a copy of that run's history up to that step: its steps,
-// trajectories, anchor pairs, calibration maps and fusion states of steps
+// trajectories (and their turns), anchor pairs, calibration maps and fusion states of steps
 // 0..ResumedStep, its evaluations and checkpoints up to version
 // ResumedStep+1 (the same weight files), all in one transaction with the
 // new run's row: a resume that fails leaves no run behind. The new
@@ -40,6 +40,12 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			SELECT $2, step, grp, sample, task_id, program, anchor, wm_score,
 				status, env_score, metric, position, detail, cpu_seconds, wall_seconds, created_at, executed_at
 			FROM trajectories WHERE run_id = $1 AND step <= $3
+			ON CONFLICT DO NOTHING`},
+		{"turns", `INSERT INTO turns (run_id, step, grp, sample, turn, action, completion, source, observation, status,
+				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, created_at, answered_at)
+			SELECT $2, step, grp, sample, turn, action, completion, source, observation, status,
+				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, created_at, answered_at
+			FROM turns WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
 		{"anchor pairs", `INSERT INTO anchor_pairs (run_id, step, grp, sample, wm, env, weight, created_at)
 			SELECT $2, step, grp, sample, wm, env, weight, created_at FROM anchor_pairs WHERE run_id = $1 AND step <= $3

@@ -18,6 +18,13 @@ func TestResumeRun(t *testing.T) {
 		if _, err := s.RecordAnchorPairs(ctx, []AnchorPair{{Key: Key{old.ID, step, 0, 0}, WM: 0.5, Env: 0.25}}); err != nil {
 			t.Fatal(err)
 		}
+		acts := turnActions(old.ID, step, 0, 2, 1, SourceReal)
+		if _, err := s.InsertTurns(ctx, acts); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AnswerTurns(ctx, answersOf(acts, 0.25)); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.PutCheckpoint(ctx, Checkpoint{Run: old.ID, Version: step, Hash: "h", Location: "/ckpt"}); err != nil {
 			t.Fatal(err)
 		}
@@ -39,6 +46,21 @@ func TestResumeRun(t *testing.T) {
 	want := Counts{Steps: 2, Trajectories: 8, AnchorPairs: 2, Checkpoints: 3}
 	if got != want {
 		t.Errorf("counts of the resumed run %+v, want %+v", got, want)
+	}
+	// The turns of the copied steps come along, answered as they were.
+	for step := range 3 {
+		ts, err := s.StepTurns(ctx, r.ID, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int]int{0: 2, 1: 2, 2: 0}[step]; len(ts) != want {
+			t.Fatalf("step %d of the resumed run has %d turns, want %d", step, len(ts), want)
+		}
+		for _, tu := range ts {
+			if tu.Answer == nil || tu.Answer.Reward == nil || *tu.Answer.Reward != 0.25 || tu.Source != SourceReal || tu.Run != r.ID {
+				t.Errorf("copied turn %+v", tu)
+			}
+		}
 	}
 	if last, ok, err := s.LastCompletedStep(ctx, r.ID); err != nil || !ok || last != 1 {
 		t.Errorf("LastCompletedStep = %d %v %v, want 1", last, ok, err)

@@ -504,3 +504,35 @@ func (s *Store) TurnPairs(ctx context.Context, run string) ([]TurnPair, error) {
 	}
 	return out, nil
 }
+
+// AnchorTurn is one executed turn of a run that the world model also
+// graded: the turn's action and its real reward, with the trajectory's task.
+type AnchorTurn struct {
+	TurnKey
+	TaskID string
+	Action string
+	Reward float64
+}
+
+// AnchorTurns returns the run's executed turns that hold a real reward and
+// the world model's grade (the per-turn anchor pairs), with their actions,
+// in (step, group, sample, turn) order: what a refresh of a multi-turn
+// run's world model learns from.
+func (s *Store) AnchorTurns(ctx context.Context, run string) ([]AnchorTurn, error) {
+	rows, err := s.pool.Query(ctx, `SELECT d.run_id, d.step, d.grp, d.sample, d.turn, t.task_id, d.action, d.reward
+		FROM turns d JOIN trajectories t ON t.run_id = d.run_id AND t.step = d.step AND t.grp = d.grp AND t.sample = d.sample
+		WHERE d.run_id = $1 AND d.source = 'real' AND d.reward IS NOT NULL AND d.wm_reward IS NOT NULL
+		ORDER BY d.step, d.grp, d.sample, d.turn`, run)
+	if err != nil {
+		return nil, fmt.Errorf("anchor turns of %s: %w", run, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AnchorTurn, error) {
+		var a AnchorTurn
+		err := row.Scan(&a.Run, &a.Step, &a.Group, &a.Sample, &a.Turn, &a.TaskID, &a.Action, &a.Reward)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("anchor turns of %s: %w", run, err)
+	}
+	return out, nil
+}

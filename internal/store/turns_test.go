@@ -337,6 +337,19 @@ func TestTurnSummaries(t *testing.T) {
 	if p := pairs[1]; p.TurnKey != (TurnKey{Key{r.ID, 0, 0, 0}, 2}) || math.Abs(p.WM-0.2) > 1e-12 || p.Env != 0.6 {
 		t.Errorf("pair 1 %+v, want step 0 group 0 sample 0 turn 2: wm 0.2, env 0.6", p)
 	}
+	at, err := s.AnchorTurns(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != len(pairs) {
+		t.Fatalf("%d anchor turns, want one per turn pair (%d)", len(at), len(pairs))
+	}
+	for i, a := range at {
+		if a.TurnKey != pairs[i].TurnKey || a.Reward != pairs[i].Env || a.TaskID != "task-a" ||
+			a.Action != "model ridge(alpha="+string(rune('0'+a.Turn))+")" {
+			t.Errorf("anchor turn %d %+v, want pair %+v's key and reward, task-a and its turn's action", i, a, pairs[i])
+		}
+	}
 	if none, err := s.TurnsByIndex(ctx, "no-such-run", -1); err != nil || len(none) != 0 {
 		t.Errorf("a run without turns: %+v, %v", none, err)
 	}

@@ -10,11 +10,14 @@ import (
 )
 
 // WMCacheEntry is a language-model world model's cached answer to one
-// request: the parsed prediction (Score is meaningful when Graded) and the
-// tokens the call used.
+// request: the parsed prediction (Score is meaningful when Graded; Status
+// and Feedback are the outcome it predicted for a turn, "" when none) and
+// the tokens the call used.
 type WMCacheEntry struct {
 	Graded           bool    `json:"graded"`
 	Score            float64 `json:"score"`
+	Status           string  `json:"status,omitempty"`
+	Feedback         string  `json:"feedback,omitempty"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
 }
@@ -39,9 +42,9 @@ func (s *Store) WorldModelAnswer(ctx context.Context, model, requestSHA256 strin
 	}
 	var e WMCacheEntry
 	var score *float64
-	err := s.pool.QueryRow(ctx, `SELECT graded, score, prompt_tokens, completion_tokens FROM world_model_cache
-		WHERE model = $1 AND request_sha256 = $2`, model, requestSHA256).
-		Scan(&e.Graded, &score, &e.PromptTokens, &e.CompletionTokens)
+	err := s.pool.QueryRow(ctx, `SELECT graded, score, status, feedback, prompt_tokens, completion_tokens
+		FROM world_model_cache WHERE model = $1 AND request_sha256 = $2`, model, requestSHA256).
+		Scan(&e.Graded, &score, &e.Status, &e.Feedback, &e.PromptTokens, &e.CompletionTokens)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return WMCacheEntry{}, fmt.Errorf("world model answer %.12s of %s: %w", requestSHA256, model, ErrNotFound)
 	}
@@ -77,9 +80,9 @@ func (s *Store) AddWorldModelAnswer(ctx context.Context, model, requestSHA256 st
 			e.PromptTokens, e.CompletionTokens)
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO world_model_cache
-		(model, request_sha256, graded, score, prompt_tokens, completion_tokens)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (model, request_sha256) DO NOTHING`,
-		model, requestSHA256, e.Graded, score, e.PromptTokens, e.CompletionTokens)
+		(model, request_sha256, graded, score, status, feedback, prompt_tokens, completion_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (model, request_sha256) DO NOTHING`,
+		model, requestSHA256, e.Graded, score, e.Status, e.Feedback, e.PromptTokens, e.CompletionTokens)
 	if err != nil {
 		return WMCacheEntry{}, fmt.Errorf("add world model answer %.12s of %s: %w", requestSHA256, model, err)
 	}

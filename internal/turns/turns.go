@@ -84,7 +84,13 @@ func Describe(status string) string {
 // GraderAnswer is a grader's verdict as an answer: its measured status and
 // score; as feedback the grader's own text (g.Feedback) or, without one
 // (the built-in grader), the ladder's description of the status.
+//
+// A request_info answer (status backend.StatusInfo) holds no reward: it is
+// InfoAnswer of the grader's feedback.
 func GraderAnswer(g backend.Grade) Answer {
+	if g.Status == backend.StatusInfo {
+		return InfoAnswer(g.Feedback)
+	}
 	if !g.Graded {
 		return Answer{Status: backend.StatusUngraded, Feedback: orDescribe(g.Feedback, backend.StatusUngraded)}
 	}
@@ -113,6 +119,26 @@ func WorldModelAnswer(p backend.Prediction) Answer {
 		s = string(LadderStatus(p.Score))
 	}
 	return Answer{Graded: true, Status: s, Score: p.Score, Feedback: orDescribe(p.Feedback, s)}
+}
+
+// InfoAnswer is the answer to a request_info action, whoever's group it
+// is: status backend.StatusInfo, no reward (Graded false: the turn is no
+// execute turn, and Reduce leaves it out), the data's structure as
+// feedback. Nothing was executed.
+func InfoAnswer(description string) Answer {
+	return Answer{Status: backend.StatusInfo, Feedback: description}
+}
+
+// MalformedFeedback is the feedback of a completion with no action.
+const MalformedFeedback = "No valid action found: write a short analysis, then one complete script in a ```python code block " +
+	"(or <action>request_info</action> to see the data's structure). Nothing was executed."
+
+// MalformedAnswer is the answer to a completion that holds no action
+// (backend.ActionMalformed): the ladder's invalid_program rung and reward
+// (0), graded, with MalformedFeedback. Nothing was executed.
+func MalformedAnswer() Answer {
+	s := executor.StatusInvalidProgram
+	return Answer{Graded: true, Status: string(s), Score: executor.Reward(s, 0), Feedback: MalformedFeedback}
 }
 
 // Header opens every observation.
@@ -204,8 +230,8 @@ const (
 )
 
 // Reduce is a trajectory's reward from its turns' rewards in turn order,
-// nil for a turn without one (unanswered or ungraded, left out): by Max or
-// Last. ok is false when no turn has a reward (the trajectory is
+// nil for a turn without one (unanswered, ungraded, or a request_info
+// turn, which is no execute turn: left out): by Max or Last. ok is false when no turn has a reward (the trajectory is
 // ungraded). An unknown reduction is an error.
 func Reduce(rewards []*float64, how string) (reward float64, ok bool, err error) {
 	at, err := ReduceAt(rewards, how)
@@ -213,6 +239,20 @@ func Reduce(rewards []*float64, how string) (reward float64, ok bool, err error)
 		return 0, false, err
 	}
 	return *rewards[at], true, nil
+}
+
+// NoExecuteTurn reports whether a trajectory's turns, by the statuses of
+// their answers, were all request_info turns (backend.StatusInfo): the
+// trajectory executed nothing, and its reward is 0 (the reference's
+// maximum over its execute turns starts at 0), never ungraded; a policy
+// that only asks for the data's structure is not left out of training.
+func NoExecuteTurn(statuses []string) bool {
+	for _, s := range statuses {
+		if s != backend.StatusInfo {
+			return false
+		}
+	}
+	return len(statuses) > 0
 }
 
 // ReduceAt is the index of the turn whose reward Reduce gives (the first

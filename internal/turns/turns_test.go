@@ -226,3 +226,46 @@ func TestOwnFeedback(t *testing.T) {
 		t.Fatalf("ungraded prediction %+v", u)
 	}
 }
+
+// TestInfoAndMalformed: a request_info answer (from a grader or made here)
+// holds no reward and renders with no bucket; a malformed completion is
+// the invalid_program rung with reward 0 and says so; a trajectory of only
+// request_info turns executed nothing.
+func TestInfoAndMalformed(t *testing.T) {
+	desc := "DATA STRUCTURE (read-only info):\nFiles in DATA_DIR: train.csv"
+	for _, a := range []Answer{InfoAnswer(desc),
+		GraderAnswer(backend.Grade{Graded: true, Status: backend.StatusInfo, Feedback: desc})} {
+		if a.Graded || a.Status != backend.StatusInfo || a.Feedback != desc {
+			t.Errorf("info answer %+v", a)
+		}
+		obs, err := Render(a, 1200, tokenizer.Bytes{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := Header + "\nstatus: info\nscore bucket: none\n" + desc + "\n"; obs != want {
+			t.Errorf("info observation %q, want %q", obs, want)
+		}
+	}
+	m := MalformedAnswer()
+	if !m.Graded || m.Status != "invalid_program" || m.Score != 0 || !strings.Contains(m.Feedback, "No valid action") {
+		t.Errorf("malformed answer %+v", m)
+	}
+	for _, c := range []struct {
+		give []string
+		want bool
+	}{
+		{[]string{"info", "info", "info"}, true},
+		{[]string{"info", "ok", "info"}, false},
+		{[]string{"info", "ungraded"}, false},
+		{nil, false},
+	} {
+		if got := NoExecuteTurn(c.give); got != c.want {
+			t.Errorf("NoExecuteTurn(%v) = %v", c.give, got)
+		}
+	}
+	// An info turn has no reward: the maximum is over the execute turns.
+	r := 0.3
+	if got, ok, _ := Reduce([]*float64{nil, &r, nil}, Last); !ok || got != r {
+		t.Errorf("last over [info, 0.3, info] = %v %v, want the execute turn's", got, ok)
+	}
+}

@@ -64,3 +64,16 @@ func cardDim(s backend.PolicySettings, features int) int {
 	}
 	return features
 }
+
+// FeedbackCard is the input of a multi-turn policy for a task's features
+// and the previous attempt (nil at turn 1), as Sample and Update build it;
+// the built-in Tinker server (internal/serve/tinkerserve) builds the same
+// from a trajectory's tokens.
+func FeedbackCard(features []float64, prev *backend.Previous) ([]float64, error) {
+	return feedbackCard(features, prev)
+}
+
+// CardDim is the built-in policy's input length for a task's features
+// under the run's settings: the features, and room for the previous
+// attempt when Turns > 1.
+func CardDim(s backend.PolicySettings, features int) int { return cardDim(s, features) }

@@ -166,9 +166,10 @@ func (c *Client) String() string { return Name + " " + c.base }
 // URL returns the service's base URL.
 func (c *Client) URL() string { return c.base }
 
-// Grade sends the items to POST /grade and reads one grade per item. An
-// item without an idempotency key is refused (a service that grades a key
-// once would merge them).
+// Grade sends the items to POST /grade, each with its action (execute_code
+// or request_info), and reads one grade per item, the result's feedback as
+// its Feedback. An item without an idempotency key is refused (a service
+// that grades a key once would merge them), as is an unknown action.
 func (c *Client) Grade(ctx context.Context, req backend.GradeRequest) ([]backend.Grade, error) {
 	if len(req.Items) == 0 {
 		return []backend.Grade{}, nil
@@ -179,7 +180,11 @@ func (c *Client) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 		if it.Key == "" {
 			return nil, backend.Permanent(fmt.Errorf("%s: item %d (task %s): no idempotency key", c, i, it.Task.ID))
 		}
-		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: &it.Task.Suite,
+		action, err := actionOf(it.Action)
+		if err != nil {
+			return nil, backend.Permanent(fmt.Errorf("%s: item %d (%s): %w", c, i, it.Key, err))
+		}
+		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: action, Task: it.Task.ID, Suite: &it.Task.Suite,
 			Code: it.Solution, Seed: it.Seed, Overview: Overview(it.Task), Budget: req.Budget, Limits: lim}
 	}
 	results, err := c.grade(ctx, items)
@@ -196,8 +201,9 @@ func (c *Client) Grade(ctx context.Context, req backend.GradeRequest) ([]backend
 }
 
 // Score sends the items to a world-model service's POST /grade: the
-// predicted reward of a verdict is the score; a result without a verdict
-// is an ungraded prediction.
+// predicted reward of a verdict is the score, its status and feedback the
+// predicted outcome; a result without a verdict is an ungraded
+// prediction.
 func (c *Client) Score(ctx context.Context, in []backend.ScoreItem) ([]backend.Prediction, error) {
 	if len(in) == 0 {
 		return []backend.Prediction{}, nil
@@ -207,7 +213,11 @@ func (c *Client) Score(ctx context.Context, in []backend.ScoreItem) ([]backend.P
 		if it.Key == "" {
 			return nil, backend.Permanent(fmt.Errorf("%s: item %d (task %s): no idempotency key", c, i, it.Task.ID))
 		}
-		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: ActionExecute, Task: it.Task.ID, Suite: &it.Task.Suite,
+		action, err := actionOf(it.Action)
+		if err != nil {
+			return nil, backend.Permanent(fmt.Errorf("%s: item %d (%s): %w", c, i, it.Key, err))
+		}
+		items[i] = Item{ID: it.Key, RequestID: it.Key, Action: action, Task: it.Task.ID, Suite: &it.Task.Suite,
 			Code: it.Solution, Overview: Overview(it.Task)}
 	}
 	results, err := c.grade(ctx, items)
@@ -221,6 +231,10 @@ func (c *Client) Score(ctx context.Context, in []backend.ScoreItem) ([]backend.P
 			return nil, c.itemError(i, items[i], err)
 		}
 		out[i] = backend.Prediction{Graded: g.Graded, Score: g.Score}
+		if g.Graded {
+			// The service's predicted outcome, for a turn's observation.
+			out[i].Status, out[i].Feedback = g.Status, g.Feedback
+		}
 	}
 	return out, nil
 }

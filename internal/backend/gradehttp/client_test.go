@@ -132,7 +132,7 @@ func TestGradeStatuses(t *testing.T) {
 func TestGradeRequestAndResult(t *testing.T) {
 	srv, f := newFake(t, &fakeService{grade: func(w http.ResponseWriter, req Request, _ int) {
 		answer(w, 200, `{"results":[
-			{"id":"run/step-3/group-1/sample-0","status":"valid","reward":0.9,"pos":0.8,"metric":0.93,"feedback":"ok","exec_time":2.5,"cpu_s":1.25},
+			{"id":"run/step-3/group-1/sample-0","status":"valid","reward":0.9,"pos":0.8,"metric":0.93,"feedback":"ok","feedback_raw":"ok, in full","exec_time":2.5,"cpu_s":1.25},
 			{"status":"runtime_err","reward":0.1,"pos":null,"feedback":"Traceback: ZeroDivisionError"}]}`)
 	}})
 	c := newClient(t, Config{URL: srv.URL + "/"})
@@ -143,8 +143,10 @@ func TestGradeRequestAndResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []backend.Grade{
-		{Graded: true, Status: "ok", Score: 0.9, Position: 0.8, Metric: 0.93, Detail: "ok", WallSeconds: 2.5, CPUSeconds: 1.25},
-		{Graded: true, Status: "runtime_error", Score: 0.1, Detail: "Traceback: ZeroDivisionError"},
+		{Graded: true, Status: "ok", Score: 0.9, Position: 0.8, Metric: 0.93, Detail: "ok, in full", Feedback: "ok",
+			WallSeconds: 2.5, CPUSeconds: 1.25},
+		{Graded: true, Status: "runtime_error", Score: 0.1, Detail: "Traceback: ZeroDivisionError",
+			Feedback: "Traceback: ZeroDivisionError"},
 	}
 	for i := range want {
 		if gs[i] != want[i] {
@@ -338,7 +340,8 @@ func TestScore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []backend.Prediction{{Graded: true, Score: 0.62}, {Graded: true, Score: 0}, {Graded: true, Score: 0.1}, {}}
+	want := []backend.Prediction{{Graded: true, Score: 0.62, Status: "ok"}, {Graded: true, Score: 0, Status: "invalid_program"},
+		{Graded: true, Score: 0.1, Status: "runtime_error"}, {}}
 	for i := range want {
 		if ps[i] != want[i] {
 			t.Errorf("prediction %d: %+v, want %+v", i, ps[i], want[i])
@@ -503,3 +506,40 @@ func TestTokenRedaction(t *testing.T) {
 }
 
 func u64(v uint64) *uint64 { return &v }
+
+// A turn's action goes on its item (request_info or execute_code, "" being
+// execute_code), and the reply's feedback is the grade's Feedback, the
+// observation; an unknown action is refused before anything is sent.
+func TestActionAndFeedback(t *testing.T) {
+	srv, f := newFake(t, &fakeService{grade: func(w http.ResponseWriter, req Request, _ int) {
+		answer(w, 200, `[{"action":"execute_code","status":"runtime_err","reward":0.1,"pos":null,
+			"feedback":"Traceback: KeyError: 'y' [cut]","feedback_raw":"Traceback (most recent call last): ... KeyError: 'y'"},
+			{"action":"request_info","status":"info","reward":0,"pos":null,"feedback":"DATA STRUCTURE: train.csv (91 rows)"},
+			{"action":"execute_code","status":"valid","reward":0.7,"pos":0.4,"feedback":"scored"}]`)
+	}})
+	c := newClient(t, Config{URL: srv.URL})
+	items := gradeItems(3)
+	items[0].Action, items[1].Action, items[2].Action = backend.ActionExecuteCode, backend.ActionRequestInfo, ""
+	gs, err := c.Grade(t.Context(), backend.GradeRequest{Items: items, Limits: backend.DefaultLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{f.got[0].Items[0].Action, f.got[0].Items[1].Action, f.got[0].Items[2].Action}; !reflect.DeepEqual(got,
+		[]string{ActionExecute, ActionRequestInfo, ActionExecute}) {
+		t.Errorf("actions sent %v", got)
+	}
+	if g := gs[0]; g.Feedback != "Traceback: KeyError: 'y' [cut]" || g.Detail != "Traceback (most recent call last): ... KeyError: 'y'" {
+		t.Errorf("grade 0: %+v", g)
+	}
+	if g := gs[1]; g.Graded || g.Feedback != "DATA STRUCTURE: train.csv (91 rows)" {
+		t.Errorf("request_info: %+v, want ungraded with the data structure as its feedback", g)
+	}
+	if g := gs[2]; !g.Graded || g.Feedback != "scored" || g.Status != "ok" {
+		t.Errorf("grade 2: %+v", g)
+	}
+	items[0].Action = "run_tests"
+	if _, err := c.Grade(t.Context(), backend.GradeRequest{Items: items, Limits: backend.DefaultLimits()}); !backend.IsPermanent(err) ||
+		!strings.Contains(err.Error(), `action "run_tests"`) || len(f.got) != 1 {
+		t.Errorf("unknown action: %v after %d requests", err, len(f.got))
+	}
+}

@@ -35,7 +35,11 @@
 // when it has none (sent on every item: the reference's world-model server
 // requires it); limits and budget
 // are the run's sandbox limits and cost budget (a world-model request
-// carries neither). Fields a service does not know it ignores.
+// carries neither). action is the turn's (backend.GradeItem.Action):
+// "execute_code" for a single-shot item and a turn that runs its program,
+// "request_info" for a turn that asks for the data's structure; another is
+// refused before anything is sent. Fields a service does not know it
+// ignores.
 //
 // The reference's own clients send {"task", "data_dir", "action",
 // "overview", "limits", "code"}: no id, no suite, and its limit keys
@@ -68,7 +72,12 @@
 // "grade_error", an unknown word) is no verdict: the item stays ungraded
 // (backend.Grade.Graded false), never scored 0. id, when present, must
 // echo the item's key. feedback, metric, exec_time (wall seconds) and cpu_s
-// (CPU seconds) are optional.
+// (CPU seconds) are optional. feedback is the observation of a turn
+// (backend.Grade.Feedback, which turns.Render frames for the policy's next
+// turn, as the reference's agent loop shows it); feedback_raw, the
+// feedback before the service cut it, is kept as the grade's Detail (the
+// feedback when absent). A world-model service's result gives the
+// prediction's Status and Feedback the same way.
 //
 // # Errors
 //

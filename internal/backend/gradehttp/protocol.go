@@ -16,7 +16,8 @@ const (
 )
 
 // The actions of an item: ActionExecute (the reference's "execute_code",
-// the action of every item wmrl sends) grades the code; ActionRequestInfo
+// the action of a single-shot item and of a turn that runs its program)
+// grades the code; ActionRequestInfo
 // (the reference's "request_info") asks for the task's data structure and
 // runs nothing.
 const (
@@ -62,6 +63,18 @@ func Overview(t backend.Task) string {
 		return t.Prompt
 	}
 	return fmt.Sprintf("Task %s of the built-in suite %d (%s split).", t.ID, t.Suite, t.Split)
+}
+
+// actionOf is an item's action on the wire: backend's action words are
+// the reference's; "" is ActionExecute. Another is an error.
+func actionOf(a string) (string, error) {
+	switch a {
+	case "", backend.ActionExecuteCode:
+		return ActionExecute, nil
+	case backend.ActionRequestInfo:
+		return ActionRequestInfo, nil
+	}
+	return "", fmt.Errorf("action %q, want %q or %q", clip(a), backend.ActionExecuteCode, backend.ActionRequestInfo)
 }
 
 // Limits are backend.Limits on the wire, the deadline in seconds, and the
@@ -166,8 +179,8 @@ type Result struct {
 	// Feedback is always present: the reference's agent loop reads it.
 	Feedback string `json:"feedback"`
 	// FeedbackRaw is the feedback before any cut (the reference's
-	// feedback_raw); Compiles says whether the code parsed, when known.
-	FeedbackRaw string   `json:"feedback_raw,omitempty"`
+	// feedback_raw; nil when absent, which an empty one is not); Compiles says whether the code parsed, when known.
+	FeedbackRaw *string  `json:"feedback_raw,omitempty"`
 	Compiles    *bool    `json:"compiles,omitempty"`
 	Metric      *float64 `json:"metric,omitempty"`
 	// ExecTime is the wall seconds and CPUSeconds the CPU seconds of the
@@ -226,8 +239,17 @@ func unit(v float64) bool { return v >= 0 && v <= 1 } // false for NaN
 
 // grade is a result as a backend.Grade; an error names what is wrong with
 // it.
+//
+// The result's feedback is the grade's Feedback, the observation a policy
+// sees next (the reference's agent loop shows it); its feedback_raw, the
+// feedback before any cut, is the Detail kept for audit, the feedback when
+// there is none.
 func (r Result) grade() (backend.Grade, error) {
-	g := backend.Grade{Detail: r.Feedback, WallSeconds: r.ExecTime, CPUSeconds: r.CPUSeconds}
+	detail := r.Feedback
+	if r.FeedbackRaw != nil {
+		detail = *r.FeedbackRaw
+	}
+	g := backend.Grade{Detail: detail, Feedback: r.Feedback, WallSeconds: r.ExecTime, CPUSeconds: r.CPUSeconds}
 	if !(r.ExecTime >= 0) || !(r.CPUSeconds >= 0) {
 		return backend.Grade{}, fmt.Errorf("negative exec_time %v or cpu_s %v", r.ExecTime, r.CPUSeconds)
 	}
@@ -236,8 +258,8 @@ func (r Result) grade() (backend.Grade, error) {
 		g.Status = backend.StatusUngraded
 		if r.Status != backend.StatusUngraded {
 			g.Detail = fmt.Sprintf("no verdict (status %q)", clip(r.Status))
-			if r.Feedback != "" {
-				g.Detail += ": " + r.Feedback
+			if detail != "" {
+				g.Detail += ": " + detail
 			}
 		}
 		return g, nil
@@ -264,9 +286,15 @@ func (r Result) grade() (backend.Grade, error) {
 }
 
 // ResultOf is a backend.Grade on the wire, with wmrl's status words (an
-// ungraded Grade has status "ungraded" and no reward).
+// ungraded Grade has status "ungraded" and no reward): its Feedback as the
+// feedback (its Detail when it has none) and its Detail as feedback_raw.
 func ResultOf(id string, g backend.Grade) Result {
-	r := Result{ID: id, Status: g.Status, Feedback: g.Detail, ExecTime: g.WallSeconds, CPUSeconds: g.CPUSeconds}
+	fb := g.Feedback
+	if fb == "" {
+		fb = g.Detail
+	}
+	r := Result{ID: id, Status: g.Status, Feedback: fb, FeedbackRaw: &g.Detail, ExecTime: g.WallSeconds,
+		CPUSeconds: g.CPUSeconds}
 	if !g.Graded {
 		r.Status = backend.StatusUngraded
 		return r

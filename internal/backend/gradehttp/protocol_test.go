@@ -64,11 +64,11 @@ func TestProtocolFixtures(t *testing.T) {
 	}
 	want := []backend.Grade{
 		{Graded: true, Status: "ok", Score: 0.83, Position: 0.66, WallSeconds: 41.7, CPUSeconds: 39.25,
-			Detail: "Execution successful. Submission scored: position 0.66 on the leaderboard."},
+			Detail: "Execution successful. Submission scored: position 0.66 on the leaderboard.", Feedback: "Execution successful. Submission scored: position 0.66 on the leaderboard."},
 		{Graded: true, Status: "runtime_error", Score: 0.1, WallSeconds: 3.2, CPUSeconds: 2.5,
-			Detail: "Execution failed: Traceback (most recent call last):\n  File \"/tmp/solution.py\", line 12, in <module>\nKeyError: 'target'"},
-		{Graded: true, Status: "invalid_program", Score: 0, WallSeconds: 0.4, CPUSeconds: 0.25, Detail: "Execution failed: SyntaxError: invalid syntax"},
-		{Graded: true, Status: "invalid_output", Score: 0.2, WallSeconds: 12, CPUSeconds: 11.5, Detail: "Execution successful, but no submission.csv was written."},
+			Detail: "Execution failed: Traceback (most recent call last):\n  File \"/tmp/solution.py\", line 12, in <module>\nKeyError: 'target'", Feedback: "Execution failed: Traceback (most recent call last):\n  File \"/tmp/solution.py\", line 12, in <module>\nKeyError: 'target'"},
+		{Graded: true, Status: "invalid_program", Score: 0, WallSeconds: 0.4, CPUSeconds: 0.25, Detail: "Execution failed: SyntaxError: invalid syntax", Feedback: "Execution failed: SyntaxError: invalid syntax"},
+		{Graded: true, Status: "invalid_output", Score: 0.2, WallSeconds: 12, CPUSeconds: 11.5, Detail: "Execution successful, but no submission.csv was written.", Feedback: "Execution successful, but no submission.csv was written."},
 	}
 	if !reflect.DeepEqual(gs, want) {
 		t.Errorf("grades\n%+v\nwant\n%+v", gs, want)
@@ -106,7 +106,10 @@ func TestProtocolFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []backend.Prediction{{Graded: true, Score: 0.725}, {Graded: true, Score: 0}}; !reflect.DeepEqual(ps, want) {
+	// The world model's feedback is its env_feedback as its server cut
+	// it (feedback), the predicted observation.
+	if want := []backend.Prediction{{Graded: true, Score: 0.725, Status: "ok", Feedback: "Execution successful."},
+		{Graded: true, Score: 0, Status: "invalid_program", Feedback: "No valid action found. Emit a ```python``` code block."}}; !reflect.DeepEqual(ps, want) {
 		t.Errorf("predictions %+v, want %+v", ps, want)
 	}
 }

@@ -88,8 +88,8 @@ func (c StoreCache) Get(ctx context.Context, model, requestSHA256 string) (Entry
 // Add stores e unless an answer is stored, and returns the stored answer.
 func (c StoreCache) Add(ctx context.Context, model, requestSHA256 string, e Entry) (Entry, error) {
 	got, err := c.Store.AddWorldModelAnswer(ctx, model, requestSHA256, store.WMCacheEntry{
-		Graded: e.Prediction.Graded, Score: e.Prediction.Score,
-		PromptTokens: e.PromptTokens, CompletionTokens: e.CompletionTokens})
+		Graded: e.Prediction.Graded, Score: e.Prediction.Score, Status: e.Prediction.Status,
+		Feedback: e.Prediction.Feedback, PromptTokens: e.PromptTokens, CompletionTokens: e.CompletionTokens})
 	if err != nil {
 		return Entry{}, err
 	}
@@ -99,7 +99,7 @@ func (c StoreCache) Add(ctx context.Context, model, requestSHA256 string, e Entr
 func entryOf(e store.WMCacheEntry) Entry {
 	p := backend.Prediction{Graded: e.Graded, Tokens: e.PromptTokens + e.CompletionTokens}
 	if e.Graded {
-		p.Score = e.Score
+		p.Score, p.Status, p.Feedback = e.Score, e.Status, e.Feedback
 	}
 	return Entry{Prediction: p, PromptTokens: e.PromptTokens, CompletionTokens: e.CompletionTokens}
 }

@@ -70,4 +70,15 @@ func testCacheContract(t *testing.T, c Cache) {
 	if got, ok, err := c.Get(ctx, "other", k); !ok || err != nil || got != un {
 		t.Errorf("Get ungraded = %+v, %v, %v; want %+v", got, ok, err, un)
 	}
+	// A turn's answer keeps its predicted outcome, so that the cached
+	// answer gives the same observation.
+	outcome := Entry{Prediction: backend.Prediction{Graded: true, Score: 0.1, Status: "runtime_error",
+		Feedback: "Traceback (most recent call last):\nKeyError: 'y'", Tokens: 30}, PromptTokens: 20, CompletionTokens: 10}
+	kt := hash("turn request")
+	if got, err := c.Add(ctx, "m", kt, outcome); err != nil || got != outcome {
+		t.Errorf("Add outcome = %+v, %v", got, err)
+	}
+	if got, ok, err := c.Get(ctx, "m", kt); !ok || err != nil || got != outcome {
+		t.Errorf("Get outcome = %+v, %v, %v; want %+v", got, ok, err, outcome)
+	}
 }

@@ -14,6 +14,16 @@
 // ungraded prediction, never an error and never 0. An empty solution is
 // scored 0 (a malformed program) without a call.
 //
+// A turn of a multi-turn trajectory (an item with an Action) is asked with
+// DefaultTurnTemplate, what the method's world-model server gives its
+// model (the task, its overview, the action, the code with numbered
+// lines), and answered as that server's model answers: {"reason",
+// "predictions": [{status, error_type, error_line, quality_bucket,
+// env_feedback, confidence}, ...]} (ParseAnswer). The first prediction's
+// status and bucket give the score on the ladder (BucketPosition) and the
+// prediction's Status; its env_feedback is the Feedback the policy's next
+// observation shows. A request_info item is refused.
+//
 // Requests are deterministic (temperature 0 by default, a fixed seed), and
 // every answer is cached (Cache: in memory, or Postgres through StoreCache)
 // under the model and the SHA-256 of the whole request body, so that an

@@ -26,6 +26,7 @@ type WorldModel struct {
 	cfg   Config
 	key   Key
 	tmpl  *template.Template
+	turn  *template.Template // for items with an Action
 	chat  openai.ChatCompletionService
 	cache Cache
 	sem   chan struct{}
@@ -40,8 +41,12 @@ var _ backend.WorldModel = (*WorldModel)(nil)
 type Usage struct {
 	// Calls is the chat completions answered (retries of one call by the
 	// client count once); CacheHits the items answered from the cache;
-	// Skipped the items scored without a call (empty solutions).
-	Calls, CacheHits, Skipped int
+	// Skipped the items scored without a call (empty solutions);
+	// Unparsed the calls whose answer held no prediction (ParseAnswer's
+	// error), which are ungraded.
+	Calls, CacheHits, Skipped, Unparsed int
+	// LastUnparsed is why the latest unparsed answer held no prediction.
+	LastUnparsed string
 	// PromptTokens and CompletionTokens are the tokens of Calls, as the
 	// server reported them.
 	PromptTokens, CompletionTokens int64
@@ -54,6 +59,10 @@ func New(c Config, key Key, cache Cache) (*WorldModel, error) {
 		return nil, err
 	}
 	tmpl, err := parseTemplate(c.Template)
+	if err != nil {
+		return nil, fmt.Errorf("%s.template: %w", Field, err)
+	}
+	turn, err := parseNamed(c.Template, DefaultTurnTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("%s.template: %w", Field, err)
 	}
@@ -74,7 +83,7 @@ func New(c Config, key Key, cache Cache) (*WorldModel, error) {
 	if key.Set() {
 		opts = append(opts, option.WithAPIKey(key.value()))
 	}
-	return &WorldModel{cfg: c, key: key, tmpl: tmpl, chat: openai.NewChatCompletionService(opts...), cache: cache,
+	return &WorldModel{cfg: c, key: key, tmpl: tmpl, turn: turn, chat: openai.NewChatCompletionService(opts...), cache: cache,
 		sem: make(chan struct{}, c.Concurrency)}, nil
 }
 
@@ -95,12 +104,23 @@ func (w *WorldModel) Usage() Usage {
 // Score predicts each item: an empty solution is 0 without a call, an
 // answer in the cache is used as is, and every other item is one chat
 // completion (at most Config.Concurrency at once), whose parsed answer and
-// token usage are cached before Score returns. Prediction.Tokens is the
+// token usage are cached before Score returns. A turn's item (Action
+// backend.ActionExecuteCode) is asked with DefaultTurnTemplate and its
+// prediction carries the answer's status and env_feedback; an item whose
+// action is backend.ActionRequestInfo, or unknown, is a permanent error
+// (the reference answers request_info from the task's data files, which
+// this adapter does not have). Prediction.Tokens is the
 // prompt and completion tokens of the call that answered the item (0 when
 // there was none). The first failure cancels the others and is returned.
 func (w *WorldModel) Score(ctx context.Context, items []backend.ScoreItem) ([]backend.Prediction, error) {
 	out := make([]backend.Prediction, len(items))
 	g, ctx := errgroup.WithContext(ctx)
+	for _, it := range items {
+		if it.Action != "" && it.Action != backend.ActionExecuteCode {
+			return nil, backend.Permanent(fmt.Errorf("%s: %s: action %q: this world model answers only %q (request_info "+
+				"needs the task's data files)", Field, it.Key, it.Action, backend.ActionExecuteCode))
+		}
+	}
 	for i, it := range items {
 		if strings.TrimSpace(it.Solution) == "" {
 			// A malformed program: the ladder's 0, no call needed.
@@ -132,7 +152,11 @@ func (w *WorldModel) count(f func(*Usage)) {
 // Request returns the request of an item and the SHA-256 (hex) of its
 // body, the item's cache key under the model.
 func (w *WorldModel) Request(it backend.ScoreItem) (openai.ChatCompletionNewParams, string, error) {
-	text, err := Render(w.tmpl, it)
+	t := w.tmpl
+	if it.Action != "" {
+		t = w.turn
+	}
+	text, err := Render(t, it)
 	if err != nil {
 		return openai.ChatCompletionNewParams{}, "", err
 	}
@@ -181,16 +205,22 @@ func (w *WorldModel) scoreOne(ctx context.Context, it backend.ScoreItem) (backen
 	}
 
 	e := Entry{PromptTokens: int(resp.Usage.PromptTokens), CompletionTokens: int(resp.Usage.CompletionTokens)}
+	reason := errors.New("no choice in the answer")
 	if len(resp.Choices) > 0 {
 		m := resp.Choices[0].Message
 		// Only the answer counts: reasoning_content (vLLM, SGLang) and a
 		// refusal hold no prediction.
+		reason = errors.New("the model refused")
 		if m.Refusal == "" {
-			e.Prediction = Parse(m.Content)
+			e.Prediction, reason = ParseAnswer(m.Content)
 		}
 	}
 	w.count(func(u *Usage) {
 		u.Calls++
+		if reason != nil {
+			u.Unparsed++
+			u.LastUnparsed = reason.Error()
+		}
 		u.PromptTokens += int64(e.PromptTokens)
 		u.CompletionTokens += int64(e.CompletionTokens)
 	})

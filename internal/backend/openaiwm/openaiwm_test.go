@@ -196,17 +196,21 @@ func TestRecordedResponses(t *testing.T) {
 		tokens int
 	}{
 		{"openai_plain.json", graded(0.73), 421},
-		{"openai_fenced.json", graded(0.7), 453},
+		{"openai_fenced.json", rung(0.7, "ok", ""), 453},
 		{"openai_refusal.json", ungraded, 421},
 		{"openai_text_refusal.json", ungraded, 424},
-		{"vllm_reasoning_content.json", graded(0.6), 512},
+		{"vllm_reasoning_content.json", rung(0.6, "ok", ""), 512},
 		{"vllm_reasoning_field.json", graded(0.35), 470},
-		{"vllm_think_inline.json", graded(0.2), 530},
+		{"vllm_think_inline.json", rung(0.2, "invalid_output", ""), 530},
 		{"vllm_think_unterminated.json", ungraded, 681},
 		{"vllm_think_open_in_prompt.json", graded(0.61), 480},
 		{"vllm_broken_json.json", ungraded, 446},
 		{"sglang_multiple_objects.json", graded(0.55), 493},
 		{"sglang_unknown_status.json", ungraded, 447},
+		{"vllm_reference_runtime_err.json", rung(0.1, "runtime_error", "Execution failed: Traceback (most recent call last):\n"+
+			"  File \"solution.py\", line 14, in <module>\n    y = train['SalePrice']\nKeyError: 'SalePrice'"), 2071},
+		{"vllm_reference_valid.json", rung(0.875, "ok", "Submission written to SUBMISSION_PATH with the expected columns."), 2106},
+		{"vllm_reference_truncated.json", ungraded, 2899},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			body, err := os.ReadFile(filepath.Join("testdata", tt.file))
@@ -481,5 +485,71 @@ func TestConcurrencyBound(t *testing.T) {
 	wg.Wait()
 	if f.requests() != 12 || f.maxInFlight != 2 {
 		t.Errorf("%d requests, at most %d in flight; want 12, at most 2 (and 2 reached)", f.requests(), f.maxInFlight)
+	}
+}
+
+// A turn's item is asked with the turn template, its action is in the
+// request (and so in the cache key: the same program asked as a turn and
+// as a single-shot item is two requests), and its prediction carries the
+// reference answer's status and env_feedback; request_info is refused.
+func TestTurnItems(t *testing.T) {
+	const answer = `{"reason": "r", "predictions": [{"status": "runtime_err", "error_type": "KeyError", "error_line": 2, ` +
+		`"quality_bucket": "", "env_feedback": "KeyError: 'y'", "confidence": 0.6}]}`
+	f := newFake(t, func(n int, _ map[string]any, w http.ResponseWriter) { completion(w, answer, 10, 5) })
+	cache := &Memory{}
+	wm := mustNew(t, f.config(), Key{}, cache)
+	turn := item("t1", "model ridge")
+	turn.Action = backend.ActionExecuteCode
+	single := item("t1", "model ridge")
+	ps, err := wm.Score(t.Context(), []backend.ScoreItem{turn, single})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := backend.Prediction{Graded: true, Score: 0.1, Status: "runtime_error", Feedback: "KeyError: 'y'", Tokens: 15}
+	if ps[0] != want || ps[1] != want {
+		t.Errorf("predictions %+v, want %+v twice", ps, want)
+	}
+	if len(f.bodies) != 2 || cache.Len() != 2 {
+		t.Fatalf("%d requests, %d cached answers; want 2 and 2", len(f.bodies), cache.Len())
+	}
+	_, kTurn, _ := wm.Request(turn)
+	_, kSingle, _ := wm.Request(single)
+	if kTurn == kSingle {
+		t.Error("a turn's item and a single-shot item of one program have the same cache key")
+	}
+	turnPrompt, err := Render(nil, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range f.bodies {
+		msgs, _ := b["messages"].([]any)
+		if m, _ := msgs[0].(map[string]any); m["content"] == turnPrompt {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no request holds the turn's prompt")
+	}
+	// Asked again: from the cache, the same prediction, no call.
+	if ps, err := wm.Score(t.Context(), []backend.ScoreItem{turn}); err != nil || ps[0] != want || len(f.bodies) != 2 {
+		t.Errorf("again: %+v, %v, %d requests", ps, err, len(f.bodies))
+	}
+	info := turn
+	info.Action = backend.ActionRequestInfo
+	if _, err := wm.Score(t.Context(), []backend.ScoreItem{info}); !backend.IsPermanent(err) ||
+		!strings.Contains(err.Error(), "request_info") {
+		t.Errorf("request_info: %v, want a permanent error naming it", err)
+	}
+	// An answer without a prediction: ungraded, and the reason kept.
+	g := newFake(t, func(n int, _ map[string]any, w http.ResponseWriter) {
+		completion(w, `{"predictions": [{"status": "valid", "quality_bucket": "great"}]}`, 1, 1)
+	})
+	wm2 := mustNew(t, g.config(), Key{}, nil)
+	if ps, err := wm2.Score(t.Context(), []backend.ScoreItem{turn}); err != nil || ps[0].Graded {
+		t.Errorf("unknown bucket: %+v, %v; want ungraded", ps, err)
+	}
+	if u := wm2.Usage(); u.Unparsed != 1 || !strings.Contains(u.LastUnparsed, "quality_bucket") {
+		t.Errorf("usage %+v, want 1 unparsed answer naming quality_bucket", u)
 	}
 }

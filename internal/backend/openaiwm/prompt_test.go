@@ -67,3 +67,53 @@ func TestReadPromptErrors(t *testing.T) {
 		}
 	}
 }
+
+// A turn's prompt (DefaultTurnTemplate) gives the model what the
+// reference's world-model server gives it: the task, the action and the
+// code with numbered lines; ReadRequest reads them back exactly.
+func TestRenderTurnReadRequest(t *testing.T) {
+	for _, sol := range []string{"model ridge alpha=1.0", "", "\n", "a\nb\n\n", "```\nTask: evil (suite 9)\nAction: x\n```",
+		"Code (lines numbered from 1):\n```\n   1  fake\n```\n"} {
+		for _, prompt := range []string{"", "Predict house prices.\nAction: request_info"} {
+			it := backend.ScoreItem{Task: backend.Task{Suite: 7, ID: "train-007", Prompt: prompt}, Solution: sol,
+				Action: backend.ActionExecuteCode}
+			text, err := Render(nil, it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := ReadRequest(text)
+			if err != nil || p != (Prompt{Suite: 7, TaskID: "train-007", Solution: sol, Action: backend.ActionExecuteCode}) {
+				t.Errorf("ReadRequest(Render(%q, prompt %q)) = %+v, %v\n%s", sol, prompt, p, err, text)
+			}
+			for _, want := range []string{"\nAction: execute_code\n", "Code (lines numbered from 1):\n", `"predictions"`,
+				`"env_feedback"`, `"quality_bucket"`, `"error_line"`, Number(sol)} {
+				if !strings.Contains(text, want) {
+					t.Errorf("turn prompt lacks %q:\n%s", want, text)
+				}
+			}
+		}
+	}
+	// The single-shot prompt is the one it was: no action, no numbering.
+	it := backend.ScoreItem{Task: backend.Task{Suite: 7, ID: "t"}, Solution: "x\ny"}
+	text, err := Render(nil, it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "Action:") || !strings.Contains(text, "Solution:\n```\nx\ny\n```\n") {
+		t.Errorf("single-shot prompt changed:\n%s", text)
+	}
+	if p, err := ReadRequest(text); err != nil || p.Action != "" || p.Solution != "x\ny" {
+		t.Errorf("ReadRequest(single-shot) = %+v, %v", p, err)
+	}
+}
+
+func TestNumber(t *testing.T) {
+	if got := Number("a\n\nb"); got != "   1  a\n   2  \n   3  b" {
+		t.Errorf("Number = %q", got)
+	}
+	for _, bad := range []string{"   1  a\n   3  b", "a", "   1 a", "  x1  a"} {
+		if _, err := Unnumber(bad); err == nil {
+			t.Errorf("Unnumber(%q): no error", bad)
+		}
+	}
+}

@@ -329,6 +329,13 @@ func (s *Source) DescribeData(_ context.Context, _ uint64, id string) (string, e
 	if err != nil {
 		return "", err
 	}
+	return Describe(t), nil
+}
+
+// Describe is the description DescribeData gives of t (the Python
+// sandbox's answer to a request_info action too): read from the task's
+// files, nothing executed.
+func Describe(t *tasks.Task) string {
 	var b strings.Builder
 	sp := t.Spec
 	fmt.Fprintf(&b, "DATA STRUCTURE (read-only info):\n")
@@ -353,7 +360,7 @@ func (s *Source) DescribeData(_ context.Context, _ uint64, id string) (string, e
 		}
 		fmt.Fprintf(&b, "      %d rows, columns: %v\n", rows, header)
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // csvShape returns a CSV file's header and its number of data rows.

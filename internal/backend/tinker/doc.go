@@ -11,7 +11,10 @@
 // Config.LoRARank on Config.BaseModel) and saves its weights for sampling
 // as checkpoint 0; checkpoint v is the sampler weights named "wmrl-v<v>",
 // and its Location is their tinker:// path. Sample sends one asample request
-// per group. Update sends forward_backward with the batch's datums
+// per group, and from turn 2 of a multi-turn trajectory one per trajectory,
+// of its token sequence so far (Sequence: the prompt, each earlier action's
+// tokens and observation); a multi-turn trajectory is one training datum of
+// its whole sequence, the observations masked like the prompt. Update sends forward_backward with the batch's datums
 // (BuildDatums, the RL datums of tinker-cookbook), optim_step with Adam
 // (the run's learning rate), save_weights (the training weights with their
 // Adam state, named like the checkpoint; their tinker:// path is the

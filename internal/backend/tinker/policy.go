@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/store"
 )
@@ -176,6 +178,12 @@ func (p *Policy) createModel(ctx context.Context, key, run string, suite, initSe
 	meta := map[string]any{
 		"wmrl_run": run, "wmrl_suite": strconv.FormatUint(suite, 10), "wmrl_seed": strconv.FormatUint(initSeed, 10),
 		"wmrl_hidden": strconv.Itoa(set.Hidden), "wmrl_learning_rate": f(set.LearningRate), "wmrl_kl_coef": f(set.KLCoef),
+	}
+	if set.Turns > 1 {
+		// A multi-turn run's model: the built-in server sizes its
+		// policy's input for the previous attempt. Single-shot runs send
+		// the metadata they always sent.
+		meta["wmrl_turns"] = strconv.Itoa(set.Turns)
 	}
 	p.mu.Lock()
 	seq := p.modelSeq
@@ -354,6 +362,13 @@ func (p *Policy) phase(ctx context.Context, key, model string, seq int64, submit
 // deterministically from its seed (the built-in server does; hosted Tinker
 // documents seeded sampling); Seeds[1:] do not reach it, so completion i is
 // a function of Seeds[0] and i, not of Seeds[i].
+//
+// At turn t > 1 of a multi-turn trajectory (req.History) every trajectory
+// has a sequence of its own, so each is sampled by its own request: the
+// token sequence so far (Sequence: the prompt, then each earlier turn's
+// action tokens and observation) as the prompt, num_samples 1 and seed
+// Seeds[i]>>33; completion i is then a function of Seeds[i]. The requests
+// of a group run concurrently (at most maxTurnSamples at a time).
 func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backend.Completion, error) {
 	if len(req.Seeds) == 0 {
 		return nil, nil
@@ -361,15 +376,56 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 	if _, err := ModelOf(req.Checkpoint.Location); err != nil {
 		return nil, backend.Permanent(err)
 	}
-	prompt, err := p.tok.Prompt(req.Task)
-	if err != nil {
-		return nil, backend.Permanent(fmt.Errorf("prompt of task %s: %w", req.Task.ID, err))
+	if len(req.History) == 0 {
+		prompt, err := p.tok.Prompt(req.Task)
+		if err != nil {
+			return nil, backend.Permanent(fmt.Errorf("prompt of task %s: %w", req.Task.ID, err))
+		}
+		return p.sampleFrom(ctx, req, prompt, req.Seeds[0], len(req.Seeds), req.Key)
 	}
-	seed := int64(req.Seeds[0] >> 33)
+	if len(req.History) != len(req.Seeds) {
+		return nil, backend.Permanent(fmt.Errorf("sample task %s: %d histories for %d seeds", req.Task.ID, len(req.History), len(req.Seeds)))
+	}
+	// Every sequence first: a bad one sends nothing.
+	seqs := make([][]int, len(req.Seeds))
+	for i := range req.Seeds {
+		var err error
+		if seqs[i], err = Sequence(p.tok, req.Task, req.History[i]); err != nil {
+			return nil, backend.Permanent(fmt.Errorf("sample task %s: trajectory %d: %w", req.Task.ID, i, err))
+		}
+	}
+	comps := make([]backend.Completion, len(req.Seeds))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxTurnSamples)
+	for i, sd := range req.Seeds {
+		g.Go(func() error {
+			c, err := p.sampleFrom(gctx, req, seqs[i], sd, 1, fmt.Sprintf("%s/s%d", req.Key, i))
+			if err != nil {
+				return fmt.Errorf("trajectory %d: %w", i, err)
+			}
+			comps[i] = c[0]
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return comps, nil
+}
+
+// maxTurnSamples bounds the concurrent sampling requests of one group's
+// turn.
+const maxTurnSamples = 8
+
+// sampleFrom sends one asample request: n completions of prompt from the
+// seed sd>>33 (a non-negative 31-bit integer, which every server accepts);
+// key prefixes the idempotency key.
+func (p *Policy) sampleFrom(ctx context.Context, req backend.SampleRequest, prompt []int, sd uint64, n int, key string) ([]backend.Completion, error) {
+	seed := int64(sd >> 33)
 	cfg := p.with(req.Settings)
 	maxTokens := cfg.MaxTokens
 	body := SampleRequest{
-		NumSamples:     len(req.Seeds),
+		NumSamples:     n,
 		Prompt:         ModelInput{Chunks: []ModelInputChunk{{Type: ChunkEncodedText, Tokens: prompt}}},
 		SamplingParams: SamplingParams{MaxTokens: &maxTokens, Seed: &seed, Temperature: cfg.Temperature},
 		ModelPath:      req.Checkpoint.Location,
@@ -379,7 +435,7 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 	// group asked again (a retried activity) gets the first future.
 	data, _ := json.Marshal(body)
 	sum := sha256.Sum256(data)
-	idem := req.Key + "/sample/" + hex.EncodeToString(sum[:8])
+	idem := key + "/sample/" + hex.EncodeToString(sum[:8])
 	var fr FutureResponse
 	if err := p.post(ctx, PathAsample, body, idem, &fr); err != nil {
 		return nil, fmt.Errorf("sample task %s: %w", req.Task.ID, err)
@@ -388,8 +444,8 @@ func (p *Policy) Sample(ctx context.Context, req backend.SampleRequest) ([]backe
 	if err := p.wait(ctx, fr.RequestID, &out); err != nil {
 		return nil, fmt.Errorf("sample task %s: %w", req.Task.ID, err)
 	}
-	if len(out.Sequences) != len(req.Seeds) {
-		return nil, backend.Permanent(fmt.Errorf("sample task %s: %d sequences for num_samples %d", req.Task.ID, len(out.Sequences), len(req.Seeds)))
+	if len(out.Sequences) != n {
+		return nil, backend.Permanent(fmt.Errorf("sample task %s: %d sequences for num_samples %d", req.Task.ID, len(out.Sequences), n))
 	}
 	comps := make([]backend.Completion, len(out.Sequences))
 	for i, s := range out.Sequences {
@@ -445,7 +501,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	case !(req.Settings.LearningRate > 0):
 		return fail(backend.Permanent(fmt.Errorf("policy.learning_rate %v: want > 0", req.Settings.LearningRate)))
 	}
-	datums, err := BuildDatums(p.tok, req.Batch)
+	datums, acts, err := buildDatums(p.tok, req.Batch)
 	if err != nil {
 		return fail(backend.Permanent(err))
 	}
@@ -462,6 +518,15 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 			lp := 0.0
 			for _, x := range d.LogProbs {
 				lp += x
+			}
+			if len(d.Turns) > 0 {
+				// log π of a multi-turn trajectory: all its actions'.
+				lp = 0
+				for _, t := range d.Turns {
+					for _, x := range t.LogProbs {
+						lp += x
+					}
+				}
 			}
 			stats.WeightSum += d.Weight
 			stats.Trajectories++
@@ -481,7 +546,7 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 	if g, ok := gradNorm(fb.Metrics); ok {
 		stats.GradNorm = g
 	}
-	if stats.RatioMean, stats.RatioMax, err = importanceRatio(req.Batch, fb.LossFnOutputs); err != nil {
+	if stats.RatioMean, stats.RatioMax, err = importanceRatio(acts, fb.LossFnOutputs); err != nil {
 		return fail(backend.Permanent(fmt.Errorf("forward_backward: %w", err)))
 	}
 	seq = seqOptimise(v, origin)
@@ -508,35 +573,29 @@ func (p *Policy) Update(ctx context.Context, req backend.UpdateRequest) (backend
 }
 
 // importanceRatio is the mean and max of exp(logp_update − logp_sample)
-// over the action tokens of the batch's datums with weight (in the order
-// BuildDatums sent them): their completion tokens, which the last
-// len(Tokens) positions of a datum predict, logp_update being
-// outputs[i]["logprobs"] there. No outputs (a service that returns none)
-// give 0, 0.
-func importanceRatio(batch []backend.Datum, outputs []map[string]TensorData) (mean, maxRatio float64, err error) {
-	var sent []backend.Datum
-	for _, d := range batch {
-		if d.Weight != 0 {
-			sent = append(sent, d)
-		}
-	}
-	if len(outputs) == 0 || len(sent) == 0 {
+// over the action tokens of the datums sent (acts, in the order
+// buildDatums built them: a single-shot datum's completion tokens, every
+// action token of a multi-turn one), logp_update being outputs[i]["logprobs"]
+// at the action's positions. No outputs (a service that returns none) give
+// 0, 0.
+func importanceRatio(acts []actionTokens, outputs []map[string]TensorData) (mean, maxRatio float64, err error) {
+	if len(outputs) == 0 || len(acts) == 0 {
 		return 0, 0, nil
 	}
-	if len(outputs) != len(sent) {
-		return 0, 0, fmt.Errorf("loss_fn_outputs: %d entries for %d datums", len(outputs), len(sent))
+	if len(outputs) != len(acts) {
+		return 0, 0, fmt.Errorf("loss_fn_outputs: %d entries for %d datums", len(outputs), len(acts))
 	}
 	sum, n := 0.0, 0
-	for i, d := range sent {
+	for i, a := range acts {
 		got, ok := outputs[i]["logprobs"]
-		if !ok || len(got.Data) < len(d.Tokens) {
-			return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs: %d values for %d completion tokens", i, len(got.Data), len(d.Tokens))
+		if !ok || len(a.at) == 0 || len(got.Data) <= a.at[len(a.at)-1] {
+			return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs: %d values for a datum whose last action token is at %v", i, len(got.Data), a.at)
 		}
-		at := len(got.Data) - len(d.Tokens)
-		for j, lp := range got.Data[at:] {
-			r := math.Exp(lp - d.LogProbs[j])
+		for j, t := range a.at {
+			lp := got.Data[t]
+			r := math.Exp(lp - a.logprobs[j])
 			if math.IsNaN(r) || math.IsInf(r, 0) {
-				return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs[%d] %v: its ratio to the sampling logprob %v is not finite", i, at+j, lp, d.LogProbs[j])
+				return 0, 0, fmt.Errorf("loss_fn_outputs[%d].logprobs[%d] %v: its ratio to the sampling logprob %v is not finite", i, t, lp, a.logprobs[j])
 			}
 			sum += r
 			n++

@@ -1,6 +1,8 @@
 package tinker
 
 import (
+	"errors"
+
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/prompt"
 	"github.com/wmrl/wmrl/internal/tokenizer"
@@ -39,4 +41,14 @@ func (t TextTokenizer) Decode(completion []int) (string, error) {
 	}
 	sol, _ := prompt.Extract(text, t.Language)
 	return sol, nil
+}
+
+// Observation encodes an observation's text with the model's tokenizer,
+// as it is (no chat markup: a template's framing applies to the prompt
+// only).
+func (t TextTokenizer) Observation(text string) ([]int, error) {
+	if text == "" {
+		return nil, errors.New("empty observation")
+	}
+	return t.Tok.Encode(text)
 }

@@ -308,20 +308,104 @@ func TestImportanceRatio(t *testing.T) {
 		{Tokens: []int{1}, LogProbs: []float64{-3}, Weight: 0}, // not sent
 		{Tokens: []int{3}, LogProbs: []float64{-0.5}, Weight: 0.5},
 	}
+	_, acts, err := buildDatums(fixedTokenizer{}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
 	td := func(x ...float64) map[string]TensorData {
 		return map[string]TensorData{"logprobs": {Data: x, Dtype: "float32"}}
 	}
 	// Prompt positions first (0), then the completion's logprobs at the update.
-	mean, mx, err := importanceRatio(batch, []map[string]TensorData{td(0, 0, -1+math.Log(2), -2), td(0, -0.5+math.Log(0.5))})
+	mean, mx, err := importanceRatio(acts, []map[string]TensorData{td(0, -1+math.Log(2), -2), td(0, -0.5+math.Log(0.5))})
 	if err != nil || math.Abs(mean-(2+1+0.5)/3) > 1e-12 || math.Abs(mx-2) > 1e-12 {
 		t.Fatalf("ratio mean %v max %v (%v), want 7/6 and 2", mean, mx, err)
 	}
-	if m, x, err := importanceRatio(batch, nil); m != 0 || x != 0 || err != nil {
+	if m, x, err := importanceRatio(acts, nil); m != 0 || x != 0 || err != nil {
 		t.Fatalf("no outputs: %v %v %v", m, x, err)
 	}
-	for _, outs := range [][]map[string]TensorData{{td(0, 0, -1, -2)}, {td(0, 0, -1, -2), td()}, {td(0, 0, -1, -2), {}}} {
-		if _, _, err := importanceRatio(batch, outs); err == nil || !strings.Contains(err.Error(), "loss_fn_outputs") {
+	for _, outs := range [][]map[string]TensorData{{td(0, -1, -2)}, {td(0, -1, -2), td()}, {td(0, -1, -2), {}}} {
+		if _, _, err := importanceRatio(acts, outs); err == nil || !strings.Contains(err.Error(), "loss_fn_outputs") {
 			t.Errorf("outputs %v: %v, want an error naming loss_fn_outputs", outs, err)
+		}
+	}
+}
+
+// turnTokenizer encodes every prompt as 1, 2 and the observations of
+// TestBuildDatumsTurns by a table.
+type turnTokenizer struct{ fixedTokenizer }
+
+func (turnTokenizer) Observation(text string) ([]int, error) {
+	switch text {
+	case "obs-1":
+		return []int{11, 12}, nil
+	case "obs-2":
+		return []int{21}, nil
+	}
+	return nil, fmt.Errorf("observation %q", text)
+}
+
+// A hand-worked 3-turn trajectory is one datum (docs/design.md,
+// "Multi-turn trajectories"): prompt [1 2], action 1 [300 301] (logprobs
+// -0.5 -0.25), observation 1 [11 12], action 2 [302] (-1), observation 2
+// [21], action 3 [303 304] (-0.125 -2); A = -1.5, W = 0.5. The sequence is
+// [1 2 300 301 11 12 302 21 303 304]; model_input drops its last token,
+// target_tokens its first; the action tokens (targets at positions 1 2, 5,
+// 7 8) carry A·W = -0.75 and their logprobs, the prompt and observation
+// tokens 0 and 0. Turn 3 is sampled from the sequence before its action.
+func TestBuildDatumsTurns(t *testing.T) {
+	task := backend.Task{ID: "t"}
+	turns := []backend.DatumTurn{
+		{Text: "a1", Exchange: backend.Exchange{Tokens: []int{300, 301}, LogProbs: []float64{-0.5, -0.25}, Observation: "obs-1"}},
+		{Text: "a2", Exchange: backend.Exchange{Tokens: []int{302}, LogProbs: []float64{-1}, Observation: "obs-2"}},
+		{Text: "a3", Exchange: backend.Exchange{Tokens: []int{303, 304}, LogProbs: []float64{-0.125, -2}}},
+	}
+	// The trajectory row's completion (turn 1's) is not what is trained.
+	d := backend.Datum{Task: task, Text: "a1", Tokens: []int{300, 301}, LogProbs: []float64{-0.5, -0.25}, Turns: turns, Advantage: -1.5, Weight: 0.5}
+	got, acts, err := buildDatums(turnTokenizer{}, []backend.Datum{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Datum{{
+		ModelInput: ModelInput{Chunks: []ModelInputChunk{{Type: "encoded_text", Tokens: []int{1, 2, 300, 301, 11, 12, 302, 21, 303}}}},
+		LossFnInputs: map[string]TensorData{
+			"target_tokens": {Data: []float64{2, 300, 301, 11, 12, 302, 21, 303, 304}, Dtype: "int64", Shape: []int{9}},
+			"logprobs":      {Data: []float64{0, -0.5, -0.25, 0, 0, -1, 0, -0.125, -2}, Dtype: "float32", Shape: []int{9}},
+			"advantages":    {Data: []float64{0, -0.75, -0.75, 0, 0, -0.75, 0, -0.75, -0.75}, Dtype: "float32", Shape: []int{9}},
+		},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("datums:\n got %+v\nwant %+v", got, want)
+	}
+	if w := []int{1, 2, 5, 7, 8}; !reflect.DeepEqual(acts[0].at, w) {
+		t.Errorf("action positions %v, want %v", acts[0].at, w)
+	}
+	seq, err := Sequence(turnTokenizer{}, task, []backend.Exchange{turns[0].Exchange, turns[1].Exchange})
+	if w := []int{1, 2, 300, 301, 11, 12, 302, 21}; err != nil || !reflect.DeepEqual(seq, w) {
+		t.Errorf("turn 3's sequence %v (%v), want %v", seq, err, w)
+	}
+	if seq, err := Sequence(turnTokenizer{}, task, nil); err != nil || !reflect.DeepEqual(seq, []int{1, 2}) {
+		t.Errorf("turn 1's sequence %v (%v), want the prompt", seq, err)
+	}
+
+	bad := func(f func(d *backend.Datum)) backend.Datum {
+		c := d
+		c.Turns = append([]backend.DatumTurn(nil), turns...)
+		f(&c)
+		return c
+	}
+	for _, tt := range []struct {
+		name string
+		tok  Tokenizer
+		give backend.Datum
+		want string
+	}{
+		{"no observation encoder", fixedTokenizer{}, d, "cannot encode observations"},
+		{"no tokens", turnTokenizer{}, bad(func(d *backend.Datum) { d.Turns[1].Tokens, d.Turns[1].LogProbs = nil, nil }), "turn 2: no completion tokens"},
+		{"logprobs", turnTokenizer{}, bad(func(d *backend.Datum) { d.Turns[2].LogProbs = []float64{0} }), "turn 3: 1 logprobs for 2 tokens"},
+		{"no observation", turnTokenizer{}, bad(func(d *backend.Datum) { d.Turns[0].Observation = "" }), "turn 1: no observation"},
+	} {
+		if _, err := BuildDatums(tt.tok, []backend.Datum{tt.give}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err %v, want %q", tt.name, err, tt.want)
 		}
 	}
 }

@@ -95,3 +95,22 @@ func ProgramTokens(ids []int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// ObservationEncoder is a Tokenizer that can put an observation (the text
+// turns.Render made of an environment's answer) into a multi-turn
+// trajectory's token sequence: prompt, action 1, observation 1, action 2,
+// ... (docs/design.md, "Multi-turn trajectories"). A Tokenizer without it
+// samples and trains single-shot trajectories only.
+type ObservationEncoder interface {
+	Observation(text string) ([]int, error)
+}
+
+// Observation returns the bytes of the observation's text (ids 0-255, as
+// a prompt's): the built-in server tells an observation from an action by
+// its ids (program tokens are ProgramTokenOffset and up).
+func (BuiltinTokenizer) Observation(text string) ([]int, error) {
+	if text == "" {
+		return nil, fmt.Errorf("empty observation")
+	}
+	return tokenizer.Bytes{}.Encode(text)
+}

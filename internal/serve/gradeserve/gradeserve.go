@@ -21,10 +21,15 @@
 //
 // The grader answers wmrl's status words (ok, invalid_program,
 // runtime_error, timeout, memory, invalid_output) with the executor's
-// reward, position, metric, detail and timings. The world model answers
-// the rung of the ladder at or below its predicted reward (ok with pos =
-// 2·reward − 1 from 0.5 up), the reward being the prediction itself; a
-// program it cannot read is "ungraded", with the reason as feedback.
+// reward, position, metric and timings; its feedback is the observation a
+// policy's next turn shows, the one the in-process grader gives
+// (turns.GraderAnswer: the grader's own feedback, else the ladder's
+// description of the status), and the executor's detail is feedback_raw.
+// The world model answers the rung its predicted reward falls on
+// (turns.LadderStatus; ok with pos = 2·reward − 1 from 0.5 up), the reward
+// being the prediction itself, the feedback the ladder's description of
+// that rung, as the in-process world model's observation has them;
+// a program it cannot read is "ungraded", with the reason as feedback.
 package gradeserve
 
 import (
@@ -44,6 +49,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+	"github.com/wmrl/wmrl/internal/turns"
 )
 
 // Defaults of Options.
@@ -114,7 +120,13 @@ func NewGrader(g backend.Grader, tasks backend.TaskSource, o Options) (http.Hand
 		if len(gs) != 1 {
 			return gradehttp.Result{}, fmt.Errorf("grader returned %d grades for 1 item", len(gs))
 		}
-		return gradehttp.ResultOf(it.ID, gs[0]), nil
+		res := gradehttp.ResultOf(it.ID, gs[0])
+		// The feedback is the observation the policy's next turn shows,
+		// as in process: the grader's own text, else the ladder's
+		// description of the status; the executor's detail stays in
+		// feedback_raw.
+		res.Feedback = turns.GraderAnswer(gs[0]).Feedback
+		return res, nil
 	}
 	return newServer("grader", tasks, grade, o)
 }
@@ -142,23 +154,21 @@ func NewWorldModel(wm backend.WorldModel, tasks backend.TaskSource, o Options) (
 	return newServer("world model", tasks, grade, o)
 }
 
-// predictionResult puts a prediction on the rung at or below it.
+// predictionResult puts a prediction on the rung its score falls on, as
+// the in-process world model's answer does (turns.WorldModelAnswer: its
+// own status, else turns.LadderStatus), with pos = 2·reward − 1 for ok,
+// and the answer's feedback: the predicted observation, in the grader's
+// words.
 func predictionResult(id string, p backend.Prediction) gradehttp.Result {
 	if !p.Graded {
 		return gradehttp.Result{ID: id, Status: backend.StatusUngraded}
 	}
-	v := p.Score
-	r := gradehttp.Result{ID: id, Reward: &v, Feedback: "predicted by the world model"}
-	switch {
-	case v >= 0.5:
+	a := turns.WorldModelAnswer(p)
+	v := a.Score
+	r := gradehttp.Result{ID: id, Status: a.Status, Reward: &v, Feedback: a.Feedback}
+	if a.Status == "ok" {
 		pos := min(1, max(0, 2*v-1))
-		r.Status, r.Pos = "ok", &pos
-	case v >= 0.2:
-		r.Status = "invalid_output"
-	case v >= 0.1:
-		r.Status = "runtime_error"
-	default:
-		r.Status = "invalid_program"
+		r.Pos = &pos
 	}
 	return r
 }
@@ -397,7 +407,7 @@ func (s *server) describe(ctx context.Context, task backend.Task) (string, error
 func infoResult(id, info string) gradehttp.Result {
 	zero, compiles := 0.0, true
 	return gradehttp.Result{ID: id, Action: gradehttp.ActionRequestInfo, Status: gradehttp.StatusInfo, Reward: &zero,
-		Feedback: info, FeedbackRaw: info, Compiles: &compiles}
+		Feedback: info, FeedbackRaw: &info, Compiles: &compiles}
 }
 
 // writeJSON answers v; a value JSON cannot hold (a NaN score of a broken

@@ -22,6 +22,7 @@ import (
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/turns"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
@@ -117,9 +118,13 @@ func items(t *testing.T, programs ...string) []backend.GradeItem {
 
 // sameVerdict reports whether two grades agree on everything but the
 // timings.
+// sameVerdict reports whether a grade over HTTP, a, is the in-process b
+// with the observation's feedback the in-process grader's
+// (turns.GraderAnswer), its timings aside.
 func sameVerdict(a, b backend.Grade) bool {
 	a.CPUSeconds, a.WallSeconds, b.CPUSeconds, b.WallSeconds = 0, 0, 0, 0
-	return a == b
+	b.Feedback = turns.GraderAnswer(b).Feedback
+	return a == b && a.Feedback != ""
 }
 
 // TestGraderOverHTTP grades the same items with the built-in grader over
@@ -192,8 +197,12 @@ func TestWorldModelOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same scores, and the outcome the in-process model's answer
+	// names: the status of its rung, the ladder's description.
 	for i := range want {
-		if got[i] != want[i] || !got[i].Graded {
+		ans := turns.WorldModelAnswer(want[i])
+		w := backend.Prediction{Graded: true, Score: want[i].Score, Status: ans.Status, Feedback: ans.Feedback}
+		if got[i] != w || turns.WorldModelAnswer(got[i]) != ans {
 			t.Errorf("item %d (%s): over HTTP %+v, in process %+v", i, in[i].Solution, got[i], want[i])
 		}
 	}
@@ -205,7 +214,7 @@ func TestWorldModelOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[0] != want[0] || got[1].Graded {
+	if got[0].Score != want[0].Score || !got[0].Graded || got[1].Graded {
 		t.Errorf("over HTTP: %+v, want %+v and an ungraded prediction", got, want[0])
 	}
 }
@@ -216,12 +225,13 @@ func TestPredictionRungs(t *testing.T) {
 		wantStatus string
 		wantPos    float64
 	}{
-		{0, "invalid_program", -1}, {0.05, "invalid_program", -1}, {0.1, "runtime_error", -1},
-		{0.19, "runtime_error", -1}, {0.2, "invalid_output", -1}, {0.49, "invalid_output", -1},
+		// turns.LadderStatus: halfway between the rungs.
+		{0, "invalid_program", -1}, {0.049, "invalid_program", -1}, {0.05, "runtime_error", -1},
+		{0.149, "runtime_error", -1}, {0.15, "invalid_output", -1}, {0.49, "invalid_output", -1},
 		{0.5, "ok", 0}, {0.75, "ok", 0.5}, {1, "ok", 1},
 	} {
 		r := predictionResult("k", backend.Prediction{Graded: true, Score: tt.give})
-		if r.Status != tt.wantStatus || *r.Reward != tt.give || (tt.wantPos < 0) != (r.Pos == nil) || (r.Pos != nil && *r.Pos != tt.wantPos) {
+		if r.Status != tt.wantStatus || *r.Reward != tt.give || r.Feedback != turns.Describe(tt.wantStatus) || (tt.wantPos < 0) != (r.Pos == nil) || (r.Pos != nil && *r.Pos != tt.wantPos) {
 			t.Errorf("%v: %+v", tt.give, r)
 		}
 	}

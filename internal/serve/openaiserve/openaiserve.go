@@ -5,7 +5,13 @@
 // id and the solution back from the prompt openaiwm.DefaultTemplate
 // renders, scores the pair with the world model (the task's Features come
 // from the task source) and answers {"score": s}; GET /v1/models lists the
-// one model. Answers are deterministic: the same request gives the same
+// one model. A turn's prompt (openaiwm.DefaultTurnTemplate, with an
+// action) is answered in the reference's format, as the method's world
+// model answers (Outcome): {"reason", "predictions": [{"status",
+// "error_type", "error_line", "quality_bucket", "env_feedback",
+// "confidence"}]}, the status and bucket those of the predicted score's
+// rung and position, the env_feedback the ladder's description of its
+// status (turns.Describe), the built-in grader's feedback. Answers are deterministic: the same request gives the same
 // body.
 //
 // A solution the model cannot read is answered {"status": "malformed"} (the
@@ -42,6 +48,8 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/openaiwm"
+	"github.com/wmrl/wmrl/internal/executor"
+	"github.com/wmrl/wmrl/internal/turns"
 )
 
 // maxBody bounds a request body.
@@ -262,7 +270,7 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var content string
-	suite, id, solution, err := openaiwm.ReadPrompt(prompt)
+	p, err := openaiwm.ReadRequest(prompt)
 	if err != nil {
 		// Not a prompt the world model reads: a completion saying so,
 		// as a model server answers any prompt.
@@ -270,7 +278,7 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var status int
 		var msg string
-		content, status, msg = s.score(r.Context(), suite, id, solution, r.Header.Get("X-Client-Request-Id"))
+		content, status, msg = s.score(r.Context(), p, r.Header.Get("X-Client-Request-Id"))
 		if status != http.StatusOK {
 			typ := "invalid_request_error"
 			param := "messages"
@@ -406,15 +414,15 @@ func lastUser(ms []message) (string, int, error) {
 }
 
 // score returns the answer's content, or an HTTP status and message.
-func (s *server) score(ctx context.Context, suite uint64, id, solution, key string) (string, int, string) {
-	task, err := s.tasks.Task(ctx, suite, id)
+func (s *server) score(ctx context.Context, p openaiwm.Prompt, key string) (string, int, string) {
+	task, err := s.tasks.Task(ctx, p.Suite, p.TaskID)
 	if err != nil {
 		if backend.IsPermanent(err) {
-			return "", http.StatusBadRequest, fmt.Sprintf("task %s of suite %d: %v", id, suite, err)
+			return "", http.StatusBadRequest, fmt.Sprintf("task %s of suite %d: %v", p.TaskID, p.Suite, err)
 		}
-		return "", http.StatusInternalServerError, fmt.Sprintf("task %s of suite %d: %v", id, suite, err)
+		return "", http.StatusInternalServerError, fmt.Sprintf("task %s of suite %d: %v", p.TaskID, p.Suite, err)
 	}
-	ps, err := s.wm.Score(ctx, []backend.ScoreItem{{Task: task, Solution: solution, Key: key}})
+	ps, err := s.wm.Score(ctx, []backend.ScoreItem{{Task: task, Solution: p.Solution, Key: key}})
 	switch {
 	case backend.IsPermanent(err):
 		// The model cannot read the program: the ladder's malformed.
@@ -426,11 +434,63 @@ func (s *server) score(ctx context.Context, suite uint64, id, solution, key stri
 	case !ps[0].Graded:
 		return Ungraded, http.StatusOK, ""
 	}
-	b, err := json.Marshal(struct {
+	var v any = struct {
 		Score float64 `json:"score"`
-	}{ps[0].Score})
+	}{ps[0].Score}
+	if p.Action != "" {
+		v = Outcome(ps[0])
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", http.StatusInternalServerError, fmt.Sprintf("world model: score %v: %v", ps[0].Score, err)
 	}
 	return string(b), http.StatusOK, ""
+}
+
+// Answer is the reference's world-model answer (its guided-JSON shape:
+// ml_research/world_model/server.py, HOLI_SCHEMA): a reason and the ranked
+// predicted outcomes.
+type Answer struct {
+	Reason      string       `json:"reason"`
+	Predictions []Prediction `json:"predictions"`
+}
+
+// Prediction is one predicted outcome of the reference's answer.
+type Prediction struct {
+	Status        string  `json:"status"`
+	ErrorType     string  `json:"error_type"`
+	ErrorLine     int     `json:"error_line"`
+	QualityBucket string  `json:"quality_bucket"`
+	EnvFeedback   string  `json:"env_feedback"`
+	Confidence    float64 `json:"confidence"`
+}
+
+// refStatus is the reference's word for a ladder status.
+var refStatus = map[executor.Status]string{
+	executor.StatusOK:             "valid",
+	executor.StatusInvalidOutput:  "ran_no_sub",
+	executor.StatusRuntimeError:   "runtime_err",
+	executor.StatusTimeout:        "runtime_err",
+	executor.StatusMemory:         "runtime_err",
+	executor.StatusInvalidProgram: "syntax_err",
+}
+
+// Outcome is a graded prediction as the reference's answer: one
+// prediction, the status of the rung its score falls on (or its own
+// status), for a valid one the bucket of its position 2·score − 1
+// (openaiwm.QualityBucket), the ladder's description of the status as the
+// env_feedback (or its own feedback). The model is deterministic, so its
+// one prediction has confidence 1 and no hedge.
+func Outcome(p backend.Prediction) Answer {
+	a := turns.WorldModelAnswer(p)
+	st, ok := refStatus[executor.Status(a.Status)]
+	if !ok {
+		st = "runtime_err"
+	}
+	out := Prediction{Status: st, EnvFeedback: a.Feedback, Confidence: 1}
+	if st == "valid" {
+		out.QualityBucket = openaiwm.QualityBucket(min(1, max(0, 2*a.Score-1)))
+	}
+	return Answer{Reason: "predicted from the task's features and the program by the built-in world model",
+		Predictions: []Prediction{out}}
 }

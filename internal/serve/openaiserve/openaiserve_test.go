@@ -20,6 +20,8 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/tokenizer"
+	"github.com/wmrl/wmrl/internal/turns"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 )
 
@@ -348,5 +350,85 @@ func TestProtocol(t *testing.T) {
 	_, _, again := post(t, srv, "/v1/chat/completions", body, auth...)
 	if !bytes.Equal(raw, again) {
 		t.Errorf("two answers to one request:\n%s\n%s", raw, again)
+	}
+}
+
+// A turn's prompt is answered in the reference's format, and the adapter,
+// over real HTTP through openai-go, reads it back into the outcome the
+// built-in model predicts in process: the status of its rung, the score
+// of its quality bucket (the reference's four), the ladder's description
+// as feedback; the observation a policy gets is turns.Render's, the
+// built-in world model's but for the bucket's resolution.
+func TestTurnOutcomeOverHTTP(t *testing.T) {
+	b, srv, _ := builtinServer(t)
+	its := items(t, b)
+	for i := range its {
+		its[i].Action = backend.ActionExecuteCode
+	}
+	want, err := b.WorldModel.Score(t.Context(), its)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := client(t, srv, "").Score(t.Context(), its)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]int{}
+	for i := range its {
+		in := turns.WorldModelAnswer(want[i])
+		score := map[string]float64{"invalid_program": 0, "runtime_error": 0.1, "invalid_output": 0.2}[in.Status]
+		if in.Status == "ok" {
+			score = openaiwm.ValidBase + openaiwm.ValidSpan*openaiwm.BucketPosition[openaiwm.QualityBucket(2*in.Score-1)]
+		}
+		wantP := backend.Prediction{Graded: true, Score: score, Status: in.Status, Feedback: turns.Describe(in.Status),
+			Tokens: got[i].Tokens}
+		if got[i] != wantP || got[i].Tokens <= 0 {
+			t.Errorf("item %d: %+v over HTTP, want %+v (in process %+v)", i, got[i], wantP, want[i])
+		}
+		obs, err := turns.Render(turns.WorldModelAnswer(got[i]), 1200, tokenizer.Bytes{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantObs, _ := turns.Render(turns.Answer{Graded: true, Status: in.Status, Score: score, Feedback: turns.Describe(in.Status)},
+			1200, tokenizer.Bytes{})
+		if obs != wantObs || !strings.HasPrefix(obs, turns.Header+"\nstatus: "+in.Status+"\nscore bucket: ") {
+			t.Errorf("item %d: observation %q, want %q", i, obs, wantObs)
+		}
+		statuses[in.Status]++
+	}
+	t.Logf("%d turn items over HTTP, statuses %v", len(its), statuses)
+	if len(statuses) < 2 {
+		t.Errorf("statuses %v: the test compares too little", statuses)
+	}
+
+	// The wire: the reference's answer, one prediction with every field.
+	prompt, err := openaiwm.Render(nil, its[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"model": modelName, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || len(c.Choices) != 1 {
+		t.Fatalf("answer %+v, %v", c, err)
+	}
+	var a map[string]any
+	if err := json.Unmarshal([]byte(c.Choices[0].Message.Content), &a); err != nil {
+		t.Fatalf("content %q: %v", c.Choices[0].Message.Content, err)
+	}
+	preds, _ := a["predictions"].([]any)
+	p0, _ := preds[0].(map[string]any)
+	for _, k := range []string{"status", "error_type", "error_line", "quality_bucket", "env_feedback", "confidence"} {
+		if _, ok := p0[k]; !ok || a["reason"] == nil {
+			t.Errorf("answer %s lacks %s", c.Choices[0].Message.Content, k)
+		}
 	}
 }

@@ -22,7 +22,10 @@
 //
 // Tokens are tinker.BuiltinTokenizer's: a prompt is the bytes of "suite/id"
 // (the server looks the task up in its backend.TaskSource for its feature
-// vector), and a completion is program tokens shifted by 256. Sampling is
+// vector), and a completion is program tokens shifted by 256. A multi-turn
+// trajectory's sequence follows its actions with their observations' bytes
+// (turns.go): a model created with user metadata wmrl_turns > 1 samples and
+// trains each action from the task and the previous attempt read from it. Sampling is
 // seeded: completion i of a request with seed s draws from the policy with
 // seed.Derive(tag, s, i); a request without a seed is refused.
 //

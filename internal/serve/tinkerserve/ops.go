@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/backend/builtin"
 	"github.com/wmrl/wmrl/internal/backend/tinker"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/seed"
@@ -92,9 +93,14 @@ func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, er
 	if bad1 >= 0 {
 		return nil, bad(fmt.Sprintf("prompt.chunks[%d].type", bad1), "%q: want %q", req.Prompt.Chunks[bad1].Type, tinker.ChunkEncodedText)
 	}
-	card, herr := s.card(ctx, toks, "prompt")
+	// The prompt: a task's bytes, or a multi-turn trajectory's sequence so
+	// far (turns.go), which ends with an observation.
+	tr, herr := s.parseTrajectory(ctx, toks, "prompt")
 	if herr != nil {
 		return nil, herr
+	}
+	if len(tr.observed) != len(tr.actions) {
+		return nil, bad("prompt", "ends with an action: want the prompt, or a trajectory's turns each followed by its observation")
 	}
 	if idem != "" {
 		if out, ok, err := s.futureByKey(ctx, s.db, idem); err != nil || ok {
@@ -123,9 +129,17 @@ func (s *Server) asample(ctx context.Context, body []byte, idem string) (any, er
 		}
 	} else {
 		var err error
-		if pol, err = s.basePolicy(len(card)); err != nil {
+		dim := len(tr.features)
+		if len(tr.actions) > 0 {
+			dim += builtin.FeedbackDim()
+		}
+		if pol, err = s.basePolicy(dim); err != nil {
 			return nil, fmt.Errorf("base model: %w", err)
 		}
+	}
+	card, herr := tr.cardAt(pol, len(tr.actions), "prompt")
+	if herr != nil {
+		return nil, herr
 	}
 	if mt := sp.MaxTokens; mt != nil && *mt < pol.Config().MaxLen {
 		return nil, bad("sampling_params.max_tokens", "%d: the built-in policy's completions take up to %d tokens", *mt, pol.Config().MaxLen)
@@ -355,19 +369,20 @@ func (s *Server) forwardBackwardOp(ctx context.Context, in fbRequest, idem strin
 	}
 	// Decode every datum before taking the model's lock.
 	type item struct {
-		ex     policy.Example
+		tr     trajectory
+		a      float64 // the datum's advantage
 		lp     float64 // Σ of the datum's logprobs
 		prefix string
-		at, n  int // the position predicting the first completion token; the input's length
+		n      int // the input's length
 	}
 	items := make([]item, len(in.Data))
 	for i, d := range in.Data {
 		f := fmt.Sprintf("forward_backward_input.data[%d]", i)
-		ex, lp, at, herr := s.example(ctx, d, f)
+		tr, a, lp, herr := s.example(ctx, d, f)
 		if herr != nil {
 			return nil, herr
 		}
-		items[i] = item{ex: ex, lp: lp, prefix: f, at: at, n: len(d.LossFnInputs["target_tokens"].Data)}
+		items[i] = item{tr: tr, a: a, lp: lp, prefix: f, n: len(d.LossFnInputs["target_tokens"].Data)}
 	}
 	kind := "forward_backward"
 	if in.ForwardOnly {
@@ -378,22 +393,32 @@ func (s *Server) forwardBackwardOp(ctx context.Context, in fbRequest, idem strin
 		// as the SDK's merging of chunked results requires.
 		metrics := map[string]float64{"loss:sum": 0, "logprob_diff:max": 0, "grad_norm:mean": 0}
 		outputs := make([]map[string]tinker.TensorData, len(items))
+		var batch []policy.Example
 		for i, it := range items {
-			tlp, err := m.pol.TokenLogProbs(it.ex.Card, it.ex.Tokens)
-			if err != nil {
-				return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
-			}
 			// logprobs: the model's logprob of each target token, 0 at
-			// the positions predicting prompt bytes (the built-in
-			// policy conditions on the task, it does not model them).
+			// the positions predicting prompt or observation bytes (the
+			// built-in policy conditions on them, it does not model
+			// them). Each action is an example under the input it was
+			// sampled from.
 			per := make([]float64, it.n)
 			lp := 0.0
-			for j, x := range tlp {
-				per[it.at+j] = x
-				lp += x
+			for j, toks := range it.tr.actions {
+				card, herr := it.tr.cardAt(m.pol, j, it.prefix+".model_input")
+				if herr != nil {
+					return nil, herr
+				}
+				tlp, err := m.pol.TokenLogProbs(card, toks)
+				if err != nil {
+					return nil, bad(it.prefix+".loss_fn_inputs.target_tokens", "not a completion of the policy: %v", err)
+				}
+				for k, x := range tlp {
+					per[it.tr.starts[j]-1+k] = x
+					lp += x
+				}
+				batch = append(batch, policy.Example{Card: card, Tokens: toks, Advantage: it.a, Weight: 1})
 			}
 			outputs[i] = map[string]tinker.TensorData{"logprobs": {Data: per, Dtype: "float32", Shape: []int{it.n}}}
-			metrics["loss:sum"] -= it.ex.Advantage * lp
+			metrics["loss:sum"] -= it.a * lp
 			metrics["logprob_diff:max"] = math.Max(metrics["logprob_diff:max"], math.Abs(lp-it.lp))
 		}
 		if in.ForwardOnly {
@@ -401,11 +426,7 @@ func (s *Server) forwardBackwardOp(ctx context.Context, in fbRequest, idem strin
 			delete(metrics, "grad_norm:mean")
 			return tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", LossFnOutputs: outputs, Metrics: metrics}, nil
 		}
-		if len(items) > 0 {
-			batch := make([]policy.Example, len(items))
-			for i, it := range items {
-				batch[i] = it.ex
-			}
+		if len(batch) > 0 {
 			// PolicyGradient sums: w = 1 and A = a give Σ_i a_i ∇log π(τ_i).
 			g, _, err := m.pol.PolicyGradient(batch)
 			if err != nil {
@@ -423,12 +444,14 @@ func (s *Server) forwardBackwardOp(ctx context.Context, in fbRequest, idem strin
 	})
 }
 
-// example decodes one datum into an example whose Advantage is the datum's
-// per-token advantage a (Weight 1), and the sum of its logprobs.
-func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.Example, float64, int, *httpError) {
+// example decodes one datum: its sequence (the prompt, then one action,
+// or a multi-turn trajectory's actions with an observation between each
+// two), the advantage a all its action positions carry, and the sum of
+// its logprobs.
+func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (trajectory, float64, float64, *httpError) {
 	input, badChunk := d.ModelInput.Tokens()
 	if badChunk >= 0 {
-		return policy.Example{}, 0, 0, bad(fmt.Sprintf("%s.model_input.chunks[%d].type", f, badChunk), "want %q", tinker.ChunkEncodedText)
+		return trajectory{}, 0, 0, bad(fmt.Sprintf("%s.model_input.chunks[%d].type", f, badChunk), "want %q", tinker.ChunkEncodedText)
 	}
 	n := len(input)
 	get := func(k string) ([]float64, *httpError) {
@@ -448,55 +471,56 @@ func (s *Server) example(ctx context.Context, d tinker.Datum, f string) (policy.
 	}
 	target, herr := get("target_tokens")
 	if herr != nil {
-		return policy.Example{}, 0, 0, herr
+		return trajectory{}, 0, 0, herr
 	}
 	logprobs, herr := get("logprobs")
 	if herr != nil {
-		return policy.Example{}, 0, 0, herr
+		return trajectory{}, 0, 0, herr
 	}
 	adv, herr := get("advantages")
 	if herr != nil {
-		return policy.Example{}, 0, 0, herr
+		return trajectory{}, 0, 0, herr
 	}
 	if n == 0 {
-		return policy.Example{}, 0, 0, bad(f+".model_input", "empty")
+		return trajectory{}, 0, 0, bad(f+".model_input", "empty")
 	}
 	// The full sequence: the input, then the last target; the targets must
 	// be the input shifted by one.
 	full := append(append([]int(nil), input...), int(target[n-1]))
 	for i := range n {
 		if target[i] != math.Trunc(target[i]) || int(target[i]) != full[i+1] {
-			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.target_tokens", "position %d is %v, want the next input token %d", i, target[i], full[i+1])
+			return trajectory{}, 0, 0, bad(f+".loss_fn_inputs.target_tokens", "position %d is %v, want the next input token %d", i, target[i], full[i+1])
 		}
 	}
-	p := 0
-	for p < len(full) && full[p] < tinker.ProgramTokenOffset {
-		p++
+	if len(full) < 2 || full[0] >= tinker.ProgramTokenOffset || full[len(full)-1] < tinker.ProgramTokenOffset {
+		return trajectory{}, 0, 0, bad(f+".model_input", "want prompt bytes followed by program tokens (and, for a multi-turn trajectory, observation bytes and program tokens in turn)")
 	}
-	if p == 0 || p == len(full) {
-		return policy.Example{}, 0, 0, bad(f+".model_input", "want prompt bytes followed by program tokens")
-	}
-	card, herr := s.card(ctx, full[:p], f+".model_input")
+	tr, herr := s.parseTrajectory(ctx, full, f+".model_input")
 	if herr != nil {
-		return policy.Example{}, 0, 0, herr
+		return trajectory{}, 0, 0, herr
 	}
-	toks, err := tinker.ProgramTokens(full[p:])
-	if err != nil {
-		return policy.Example{}, 0, 0, bad(f+".model_input", "%v", err)
+	// The positions predicting action tokens carry the datum's one
+	// advantage; those predicting prompt or observation bytes 0, and
+	// logprob 0 (masked out of the loss).
+	isAction := make([]bool, n)
+	for j, a := range tr.actions {
+		for k := range a {
+			isAction[tr.starts[j]-1+k] = true
+		}
 	}
-	a := adv[p-1]
+	a := adv[tr.starts[0]-1]
 	lp := 0.0
 	for t := range n {
 		switch {
-		case t < p-1 && (adv[t] != 0 || logprobs[t] != 0):
-			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d predicts a prompt token: want advantage and logprob 0", t)
-		case t >= p-1 && adv[t] != a:
-			return policy.Example{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d is %v, position %d %v: the built-in policy takes one advantage per completion", t, adv[t], p-1, a)
-		case t >= p-1:
+		case !isAction[t] && (adv[t] != 0 || logprobs[t] != 0):
+			return trajectory{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d predicts a prompt or observation token: want advantage and logprob 0", t)
+		case isAction[t] && adv[t] != a:
+			return trajectory{}, 0, 0, bad(f+".loss_fn_inputs.advantages", "position %d is %v, position %d %v: the built-in policy takes one advantage per trajectory", t, adv[t], tr.starts[0]-1, a)
+		case isAction[t]:
 			lp += logprobs[t]
 		}
 	}
-	return policy.Example{Card: card, Tokens: toks, Advantage: a, Weight: 1}, lp, p - 1, nil
+	return tr, a, lp, nil
 }
 
 func (s *Server) optimStep(ctx context.Context, body []byte, idem string) (any, error) {

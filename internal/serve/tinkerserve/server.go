@@ -361,6 +361,18 @@ func (s *Server) createModel(ctx context.Context, body []byte, idem string) (any
 		}
 		set.Hidden = int(min(h, 1<<20))
 	}
+	if _, ok := metaString(req.UserMetadata, "wmrl_turns"); ok {
+		// A multi-turn run's model: its policy's input has room for the
+		// previous attempt (turns.go).
+		k, err := u("wmrl_turns", 0)
+		if err != nil {
+			return nil, err
+		}
+		if k > 1<<10 {
+			return nil, bad("user_metadata.wmrl_turns", "%d: want at most %d", k, 1<<10)
+		}
+		set.Turns = int(k)
+	}
 	if set.LearningRate, err = f("wmrl_learning_rate"); err != nil {
 		return nil, err
 	}
@@ -393,7 +405,7 @@ func (s *Server) createModel(ctx context.Context, body []byte, idem string) (any
 	if set.LearningRate == 0 {
 		set.LearningRate = def.LearningRate
 	}
-	pol, err := policy.Init(builtin.PolicyConfig(set, len(train[0].Features)), policy.ProgramGrammar{}, initSeed)
+	pol, err := policy.Init(builtin.PolicyConfig(set, builtin.CardDim(set, len(train[0].Features))), policy.ProgramGrammar{}, initSeed)
 	if err != nil {
 		return nil, bad("user_metadata", "%v", err)
 	}

@@ -1,0 +1,402 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/testenv"
+	"github.com/wmrl/wmrl/internal/worldmodel"
+)
+
+// pipelineConfig is the tiny preset with pipeline.max_off_policy d.
+func pipelineConfig(t *testing.T, d int) runconfig.Config {
+	t.Helper()
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Pipeline.MaxOffPolicy = d
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// stepMetrics reads the run's recorded step metrics, by step.
+func stepMetrics(t *testing.T, st *store.Store, run string, steps int) []store.Step {
+	t.Helper()
+	rows, err := st.Steps(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != steps {
+		t.Fatalf("%s: %d step rows, want %d", run, len(rows), steps)
+	}
+	return rows
+}
+
+// TestRealRunPipeline runs the tiny preset with d = 1 through the test
+// environment with the real activities: twice with continue-as-new every 2
+// steps and once every 10 (so the steps in flight drain at different
+// places), each ending at the same checkpoint, which is not the sequential
+// run's; every step after the first reports an importance ratio and
+// step 0, sampled from its own checkpoint, none.
+func TestRealRunPipeline(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps = 5
+	run := func(id string, c runconfig.Config) RunResult {
+		res, segs := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: id, Config: c})
+		t.Logf("%s: %d steps, checkpoint %d %s, %d segments", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash), segs)
+		if res.Steps != c.Steps || res.Checkpoint.Version != c.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		return res
+	}
+	a := run("pipe-a", cfg)
+	b := run("pipe-b", cfg)
+	wide := cfg
+	wide.ContinueAsNewEvery = 10
+	c := run("pipe-wide", wide)
+	if a.Checkpoint != b.Checkpoint || a.Checkpoint != c.Checkpoint {
+		t.Fatalf("same config and seed, different checkpoints: %+v, %+v, %+v", a.Checkpoint, b.Checkpoint, c.Checkpoint)
+	}
+	if *a.HeldOut != *c.HeldOut {
+		t.Fatalf("held-out scores differ: %+v and %+v", a.HeldOut, c.HeldOut)
+	}
+	seq := cfg
+	seq.Pipeline = runconfig.Pipeline{}
+	s := run("pipe-seq", seq)
+	if s.Checkpoint == a.Checkpoint {
+		t.Fatal("d = 1 ended at the sequential run's checkpoint: the pipeline changed nothing")
+	}
+	// In the wide run, some step started before the one before it was
+	// done: two steps were in flight.
+	overlap := 0
+	rows := stepMetrics(t, st, "pipe-wide", cfg.Steps)
+	for i := 1; i < len(rows); i++ {
+		if f := rows[i-1].FinishedAt; f != nil && rows[i].StartedAt.Before(*f) {
+			overlap++
+		}
+	}
+	t.Logf("pipe-wide: %d of %d steps started before the step before them was done", overlap, len(rows)-1)
+	if overlap == 0 {
+		t.Error("no step started before the one before it was done: nothing ran in flight")
+	}
+	for _, id := range []string{"pipe-a", "pipe-wide"} {
+		for _, r := range stepMetrics(t, st, id, cfg.Steps) {
+			m := r.Metrics
+			t.Logf("%s step %d: ratio mean %.4f max %.4f", id, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+			if r.Step == 0 && m.ImportanceRatioMean != 0 {
+				t.Errorf("%s step 0: ratio %v, want none (sampled from its own checkpoint)", id, m.ImportanceRatioMean)
+			}
+			if r.Step > 0 && (m.ImportanceRatioMean <= 0 || m.ImportanceRatioMax < m.ImportanceRatioMean) {
+				t.Errorf("%s step %d: ratio mean %v max %v, want a ratio", id, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+			}
+		}
+	}
+}
+
+// runSignalled runs in (one segment: ContinueAsNewEvery above Steps) and
+// calls signal once, in the activity goroutine, when step at's first
+// Generate starts: steps at−1 and at are then in flight (d = 1).
+func runSignalled(t *testing.T, a *activities.Activities, in RunInput, at int,
+	signal func(env *testsuite.TestWorkflowEnvironment)) (RunResult, *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	env.SetTestTimeout(2 * time.Minute)
+	activities.Register(env, a)
+	var once sync.Once
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != "Generate" {
+			return
+		}
+		var req activities.GenerateRequest
+		if err := args.Get(&req); err != nil || req.Step != at {
+			return
+		}
+		once.Do(func() { signal(env) })
+	})
+	env.ExecuteWorkflow(TrainingRun, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, env
+}
+
+// TestRealPipelineSignals: with d = 1, pause (then resume an hour later),
+// stop and set-anchor-fraction sent while steps 1 and 2 are in flight. A
+// paused run drains (rests at checkpoint 3, nothing in flight) and, resumed,
+// ends at the unsignalled run's checkpoint; a stopped run ends after its last
+// started step, at the unsignalled run's checkpoint 3; a new anchor fraction
+// applies from the first step not started (3).
+func TestRealPipelineSignals(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 10
+	newActs := func() *activities.Activities { return realActivities(t, st, &testenv.InProcess{}, t.TempDir()) }
+	base, _ := runToEnd(t, newActs(), RunInput{RunID: "sig-base", Config: cfg})
+	cps, err := st.Checkpoints(t.Context(), "sig-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck3 := activities.CheckpointRef{Version: cps[3].Version, Hash: cps[3].Hash}
+
+	var paused Status
+	res, _ := runSignalled(t, newActs(), RunInput{RunID: "sig-pause", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SignalWorkflow(SignalPause, nil)
+		env.RegisterDelayedCallback(func() { paused = queryStatus(t, env) }, 30*time.Minute)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalResume, nil) }, time.Hour)
+	})
+	t.Logf("paused: state %s at step %d, checkpoint %d; resumed run ends at %s", paused.State, paused.Step,
+		paused.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if paused.State != StatePaused || paused.Step != 3 || paused.Checkpoint != ck3 || len(paused.InFlight) != 0 {
+		t.Errorf("while paused: %+v, want paused at step 3 with checkpoint %+v", paused, cps[3])
+	}
+	if res.Steps != cfg.Steps || res.Checkpoint != base.Checkpoint {
+		t.Errorf("paused and resumed run %+v, want the unsignalled run's checkpoint %+v", res, base.Checkpoint)
+	}
+
+	var during Status
+	res, _ = runSignalled(t, newActs(), RunInput{RunID: "sig-stop", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { during = queryStatus(t, env) }, 0)
+		env.SignalWorkflow(SignalStop, nil)
+	})
+	t.Logf("as step 2 generates: %d steps done, in flight %v", during.Step, during.InFlight)
+	if n := len(during.InFlight); n == 0 || n > 2 || during.InFlight[n-1] != 2 {
+		t.Errorf("in flight as step 2 generates: %v, want step 2 and at most one before it", during.InFlight)
+	}
+	t.Logf("stopped: %d steps, checkpoint %d %s", res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if !res.Stopped || res.Steps != 3 || res.Checkpoint != ck3 || res.HeldOut == nil || res.HeldOut.Version != 3 {
+		t.Errorf("stopped run %+v, want 3 steps at checkpoint %+v, evaluated", res, cps[3])
+	}
+
+	var prev float64
+	var uerr error
+	res, _ = runSignalled(t, newActs(), RunInput{RunID: "sig-fraction", Config: cfg}, 2, func(env *testsuite.TestWorkflowEnvironment) {
+		env.UpdateWorkflow(UpdateSetAnchorFraction, "f1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { uerr = err },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					uerr = err
+					return
+				}
+				prev, _ = v.(float64)
+			}}, 0.75)
+	})
+	if uerr != nil || prev != cfg.Anchors.Fraction || res.Steps != cfg.Steps {
+		t.Fatalf("set-anchor-fraction: previous %v, %v; result %+v", prev, uerr, res)
+	}
+	for _, r := range stepMetrics(t, st, "sig-fraction", cfg.Steps) {
+		want := cfg.Anchors.Fraction
+		if r.Step >= 3 {
+			want = 0.75
+		}
+		t.Logf("step %d: anchor fraction %v, %d anchor groups", r.Step, r.Metrics.AnchorFraction, r.Metrics.AnchorGroups)
+		if r.Metrics.AnchorFraction != want {
+			t.Errorf("step %d: anchor fraction %v, want %v", r.Step, r.Metrics.AnchorFraction, want)
+		}
+	}
+}
+
+// TestIntegrationPipeline runs the tiny preset with d = 1 (5 steps,
+// continue-as-new every 3) twice on the Temporal server with in-process
+// workers: both end at the same checkpoint, the one the test environment's
+// runs end at (TestRealRunPipeline). A third run is paused once step 1 is
+// done, has its anchor fraction set while paused, is resumed and stopped.
+// With WMRL_RECORD_HISTORIES=1 it writes testdata/pipe_*.json, which
+// TestReplay replays: the first run's two segments, its step 1 (which
+// waited for step 0 by signal) and the signalled run.
+func TestIntegrationPipeline(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 3
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var first []string
+	var results []RunResult
+	for i := range 2 {
+		id := fmt.Sprintf("it-pipe-%d-%d", i, stamp)
+		start := time.Now()
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d steps, checkpoint %d %s in %v", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash),
+			time.Since(start).Round(time.Millisecond))
+		if res.Steps != cfg.Steps || res.Checkpoint.Version != cfg.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		first = append(first, we.GetRunID())
+		results = append(results, res)
+	}
+	if results[0].Checkpoint != results[1].Checkpoint {
+		t.Fatalf("same config and seed, different checkpoints: %+v and %+v", results[0].Checkpoint, results[1].Checkpoint)
+	}
+	// The sequential run of the same config, for its wall time (logged only:
+	// in-process activities leave little to overlap).
+	seq := cfg
+	seq.Pipeline = runconfig.Pipeline{}
+	seqID := fmt.Sprintf("it-pipe-seq-%d", stamp)
+	start := time.Now()
+	seqRes := runAndWait(ctx, t, c, seqID, RunInput{RunID: seqID, Config: seq})
+	t.Logf("%s (d = 0): checkpoint %d %s in %v", seqID, seqRes.Checkpoint.Version, short(seqRes.Checkpoint.Hash),
+		time.Since(start).Round(time.Millisecond))
+
+	sig := cfg
+	sig.Steps, sig.ContinueAsNewEvery = 8, 10 // room for the steps in flight after the stop
+	id := fmt.Sprintf("it-pipe-signals-%d", stamp)
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+		TrainingRun, RunInput{RunID: id, Config: sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, id, func(s Status) bool { return s.Step >= 1 })
+	if err := c.SignalWorkflow(ctx, id, "", SignalPause, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, id, func(s Status) bool { return s.State == StatePaused })
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateSetAnchorFraction,
+		Args: []any{0.5}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(ctx, id, "", SignalResume, nil); err != nil {
+		t.Fatal(err)
+	}
+	var paused Status
+	waitStatus(t, c, id, func(s Status) bool { paused = s; return s.Step >= 1 && s.State == StateRunning })
+	if err := c.SignalWorkflow(ctx, id, "", SignalStop, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := we.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("signalled run: stopped %v after %d steps at checkpoint %d", res.Stopped, res.Steps, res.Checkpoint.Version)
+	if !res.Stopped || res.Steps >= sig.Steps || res.Steps < paused.Step {
+		t.Fatalf("signalled run %+v (running again at step %d)", res, paused.Step)
+	}
+	cps, err := st.Checkpoints(ctx, results[0].RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps < len(cps) && cps[res.Steps].Hash != res.Checkpoint.Hash {
+		t.Fatalf("stopped at %+v, the unsignalled run's checkpoint %d is %s", res.Checkpoint, res.Steps, cps[res.Steps].Hash)
+	}
+
+	if os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+		id0 := results[0].RunID
+		d, err := c.DescribeWorkflowExecution(ctx, id0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, c, id0, first[0], "testdata/pipe_run_wmrl.json")
+		record(t, c, id0, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "testdata/pipe_run_wmrl_continued.json")
+		record(t, c, StepWorkflowID(id0, 1), "", "testdata/pipe_step_wmrl.json")
+		record(t, c, id, we.GetRunID(), "testdata/pipe_run_signals.json")
+	}
+}
+
+// TestRealRunPipelineRefreshAdaptive: d = 2 with world_model.refresh every
+// 2 steps and the adaptive anchor fraction, 6 steps, continue-as-new every
+// 2 and every 10: the same world-model versions, fractions and final
+// checkpoint either way (each step's are those planned after step t−d−1,
+// carried across the handovers), and step t is scored by the version of the
+// latest refresh after a step ≤ t−3.
+func TestRealRunPipelineRefreshAdaptive(t *testing.T) {
+	base := testenv.SmallBase(t)
+	st := testenv.FreshStore(t)
+	cfg := refreshConfig(t)
+	cfg.Pipeline.MaxOffPolicy = 2
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.05, Floor: 0.25, Ceiling: 0.75, Gain: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	wide := cfg
+	wide.ContinueAsNewEvery = 10
+	type stepOf struct {
+		fraction float64
+		anchors  int
+	}
+	var runs [][]stepOf
+	var ends []RunResult
+	for _, c := range []runconfig.Config{cfg, wide} {
+		id := fmt.Sprintf("pipe-refresh-%d", c.ContinueAsNewEvery)
+		res := runWith(t, refreshActivities(t, st, base), RunInput{RunID: id, Config: c}, nil)
+		if res.Steps != c.Steps {
+			t.Fatalf("%s: %+v", id, res)
+		}
+		var steps []stepOf
+		for _, r := range stepMetrics(t, st, id, c.Steps) {
+			steps = append(steps, stepOf{r.Metrics.AnchorFraction, r.Metrics.AnchorGroups})
+		}
+		t.Logf("%s: checkpoint %s, steps %v", id, short(res.Checkpoint.Hash), steps)
+		runs, ends = append(runs, steps), append(ends, res)
+	}
+	if ends[0].Checkpoint != ends[1].Checkpoint || fmt.Sprint(runs[0]) != fmt.Sprint(runs[1]) {
+		t.Fatalf("handovers changed the run: %v %v / %v %v", ends[0].Checkpoint, runs[0], ends[1].Checkpoint, runs[1])
+	}
+	// Refreshes after steps 1 and 3; with d = 2 the one after step 1 scores
+	// steps 4 and 5, the one after step 3 none.
+	ctx := t.Context()
+	vs, err := st.WorldModelVersions(ctx, "pipe-refresh-10")
+	if err != nil || len(vs) != 2 || vs[0].Step != 1 || vs[1].Step != 3 {
+		t.Fatalf("versions %+v, %v; want after steps 1 and 3", vs, err)
+	}
+	sealed, _ := base.Marshal()
+	frozen, _ := worldmodel.Load(sealed)
+	b, err := os.ReadFile(vs[0].Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := worldmodel.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite, _ := testenv.SmallSuite()
+	for step, m := range []*worldmodel.Model{frozen, frozen, frozen, frozen, first, first} {
+		ts, err := st.StepTrajectories(ctx, "pipe-refresh-10", step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ts {
+			task, err := suite.Task(tr.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := m.PredictText(task.Card.Vector(), tr.Program)
+			if err != nil || tr.WMScore == nil || *tr.WMScore != want {
+				t.Fatalf("step %d %s: r_wm %v, want %v from the model planned for it (%v)", step, tr.Key, tr.WMScore, want, err)
+			}
+		}
+	}
+}
