@@ -138,7 +138,7 @@ pipe() {
 		sleep 0.2
 	done
 	TEMPORAL_ADDRESS="$temporal" WMRL_DATABASE_URL="$dsn" \
-		go run ./internal/bench/pipebench -executor "$exe_dir/wmrl-executor" -serve "http://127.0.0.1:$sport" -steps 8 -d 0,1,2
+		go run ./internal/bench/pipebench -executor "$exe_dir/wmrl-executor" -serve "http://127.0.0.1:$sport" -steps 16 -d 0,1,2
 }
 if [ -x "$exe_dir/wmrl-executor" ]; then
 	orch || status=$?
