@@ -11,6 +11,7 @@ import (
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // CreateRunRequest starts a run: it records the run and its initial
@@ -172,6 +173,32 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if g := req.Metrics.Gate; g != nil {
 		a.Metrics.GateDecided(run, g.Open, g.Low)
 	}
+	if a.Metrics != nil && !req.Metrics.Stages.IsZero() {
+		return a.recordStageTimes(ctx, run, req)
+	}
+	return nil
+}
+
+// recordStageTimes sets the stage gauges of a finished step: its stages'
+// wall seconds and their overlap with the stages of the run's steps
+// completed before it (read back from the store; a step still running has
+// none yet, so the full overlap is what inspect and the report compute).
+func (a *Activities) recordStageTimes(ctx context.Context, run telemetry.Run, req FinishStepRequest) error {
+	rows, err := a.Store.Steps(ctx, req.RunID)
+	if err != nil {
+		return fmt.Errorf("stage times of step %d: %w", req.Step, err)
+	}
+	all := []stepsummary.Stages{req.Metrics.Stages}
+	for _, r := range rows {
+		if r.Step != req.Step && r.Status == store.StepCompleted {
+			all = append(all, r.Metrics.Stages)
+		}
+	}
+	var out []telemetry.StageTime
+	for _, x := range stepsummary.Overlap(all, 0) {
+		out = append(out, telemetry.StageTime{Stage: x.Stage, Seconds: x.Seconds, Overlapped: x.Overlapped})
+	}
+	a.Metrics.StageTimes(run, out)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -249,6 +250,23 @@ func testTiny(t *testing.T, e *itEnv) {
 		t.Errorf("inspect: step %d status %s, %d trajectories, rho %v, calibration %v, checkpoint %v, cost %+v",
 			in.Step, in.Status, len(in.Trajectories), in.Rho, in.Calibration, in.Checkpoint, in.Cost)
 	}
+	// Stage times: every stage of a single-shot wmrl step, none overlapped
+	// (steps one after another).
+	stages := map[string]stepsummary.StageTime{}
+	for _, x := range in.Stages {
+		stages[x.Stage] = x
+		if x.Overlapped != 0 || x.Seconds < 0 {
+			t.Errorf("inspect: stage %+v, want no overlap", x)
+		}
+	}
+	for _, n := range []string{"generate", "score", "execute", "calibrate_fuse", "update", "step"} {
+		if _, ok := stages[n]; !ok {
+			t.Errorf("inspect: no stage %s in %+v", n, in.Stages)
+		}
+	}
+	if stages["step"].Seconds < stages["update"].Seconds || stages["step"].Seconds <= 0 {
+		t.Errorf("inspect: step %+v shorter than its update %+v", stages["step"], stages["update"])
+	}
 	executedAnchors := 0
 	for _, tr := range in.Trajectories {
 		if tr.Anchor && tr.Real != nil {
@@ -266,7 +284,8 @@ func testTiny(t *testing.T, e *itEnv) {
 		t.Fatal(err)
 	}
 	t.Logf("wmrl inspect %s --step 0 --limit 3:\n%s", name, text)
-	for _, w := range []string{"step 0: completed", "trajectories (16):", "... 13 more", "anchor pairs ("} {
+	for _, w := range []string{"step 0: completed", "trajectories (16):", "... 13 more", "anchor pairs (",
+		"stages       generate ", "calibrate+fuse ", "0.000 s of the step overlapped other steps"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("inspect text lacks %q", w)
 		}

@@ -34,6 +34,11 @@ type inspectReport struct {
 	Checkpoint   *store.Checkpoint  `json:"checkpoint"`
 	Trajectories []inspectTraj      `json:"trajectories"`
 	AnchorPairs  []store.AnchorPair `json:"anchor_pairs"`
+	// Stages are the wall seconds of the step's stages and how many of
+	// them overlapped another step's stages (stepsummary.Overlap over the
+	// run's recorded steps); empty for a step recorded without stage
+	// times (or not completed).
+	Stages []stepsummary.StageTime `json:"stages"`
 }
 
 // inspectMetrics are a step's metrics once it completed (nil before, shown
@@ -184,6 +189,7 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 	if row.FinishedAt != nil {
 		rep.Metrics.Step = &row.Metrics
 	}
+	rep.Stages = stageTimes(steps, row.Step)
 	if f, err := st.FusionState(ctx, run, row.Step); err == nil {
 		rep.Rho = &f.Rho
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -241,6 +247,41 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 	return rep, nil
 }
 
+// stageTimes are step's stage times against the run's other steps.
+func stageTimes(steps []store.Step, step int) []stepsummary.StageTime {
+	all := make([]stepsummary.Stages, len(steps))
+	at := -1
+	for i, x := range steps {
+		if x.FinishedAt != nil {
+			all[i] = x.Metrics.Stages
+		}
+		if x.Step == step {
+			at = i
+		}
+	}
+	if out := stepsummary.Overlap(all, at); out != nil {
+		return out
+	}
+	return []stepsummary.StageTime{}
+}
+
+// stagesLine is the text of a step's stage times: each stage's seconds,
+// with the overlapped part in parentheses when some is.
+func stagesLine(ts []stepsummary.StageTime) string {
+	parts := make([]string, len(ts))
+	for i, x := range ts {
+		name := x.Stage
+		if name == "step" {
+			name = "whole step"
+		}
+		parts[i] = fmt.Sprintf("%s %.3f s", strings.ReplaceAll(name, "_", "+"), x.Seconds)
+		if x.Overlapped > 0 {
+			parts[i] += fmt.Sprintf(" (%.3f s overlapped)", x.Overlapped)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func num(p *float64) string {
 	if p == nil {
 		return "-"
@@ -261,6 +302,15 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if m.ImportanceRatioMean != 0 {
 			fmt.Fprintf(&b, "update       importance ratio mean %.4f, max %.4f\n", m.ImportanceRatioMean, m.ImportanceRatioMax)
 		}
+	}
+	if len(r.Stages) > 0 {
+		over := 0.0
+		for _, x := range r.Stages {
+			if x.Stage == "step" {
+				over = x.Overlapped
+			}
+		}
+		fmt.Fprintf(&b, "stages       %s; %.3f s of the step overlapped other steps\n", stagesLine(r.Stages), over)
 	}
 	fmt.Fprintf(&b, "cost         %d trajectories, %d executed, %.2f CPU s, %.2f wall s\n",
 		r.Cost.Trajectories, r.Cost.Executed, r.Cost.CPUSeconds, r.Cost.WallSeconds)

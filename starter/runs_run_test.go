@@ -132,7 +132,7 @@ func TestJSONShapes(t *testing.T) {
 		{"signal", signalReport{Run: "r", Signal: "pause", Sent: true}, []string{"run", "signal", "sent"}},
 		{"fraction", fractionReport{Run: "r", Fraction: 2, Reason: "x"}, []string{"run", "anchor_fraction", "accepted", "reason"}},
 		{"inspect", inspectReport{Run: "r", Mode: mode.WMRL}, []string{"run", "mode", "step", "status", "metrics", "rho", "calibration", "cost",
-			"checkpoint", "trajectories", "anchor_pairs"}},
+			"checkpoint", "trajectories", "anchor_pairs", "stages"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,7 +63,14 @@ type serveOptions struct {
 	strictSeq bool
 	// services are the protocols served (serviceNames).
 	services []string
+	// updateTime and gradeTime are service times that emulate a GPU's
+	// (each policy update) and a sandbox's (each graded item) on a
+	// machine with neither.
+	updateTime, gradeTime time.Duration
 }
+
+// maxServiceTime bounds --update-time and --grade-time.
+const maxServiceTime = time.Hour
 
 // The services of wmrl serve.
 const (
@@ -117,7 +124,17 @@ suite is graded against --suite-seed's suite, its limit keys
 "request_info" answers the task's data structure without running anything.
 
 --capacity bounds the executions running at once (and is what /health
-advertises); --wm-capacity the world model's. When $` + gradehttp.TokenEnv + ` is set,
+advertises); --wm-capacity the world model's.
+
+--update-time D and --grade-time D emulate a GPU's and a sandbox's time,
+since the built-in pieces are much quicker than what they stand for: each
+Tinker optim_step (one policy update, after its forward_backward) takes at
+least D, holding its model's lock so a model's updates queue as on one GPU;
+each item of /grade takes at least D more while it holds one of the
+--capacity slots (a batch of N items at capacity C: ceil(N/C)·D). The world
+model's /worldmodel/grade and chat completions get no service time. Use
+them to measure throughput where the stages take comparable time (make
+bench). When $` + gradehttp.TokenEnv + ` is set,
 /grade requires it as a bearer token; /health is open. The suite of
 --suite-seed loads at start, other suites on first use.
 
@@ -147,6 +164,8 @@ address is taken, no executor, no sandbox); 2 for a usage error.`,
 	f.IntVar(&o.wmCapacity, "wm-capacity", o.wmCapacity, "world-model predictions made at once (default 0: the number of CPUs)")
 	f.IntVar(&o.deferPolls, "defer", 0, "tinker: answer the first N polls of each future as pending (HTTP 408, then try_again), to exercise a client's waiting")
 	f.BoolVar(&o.strictSeq, "strict-seq", false, "tinker: take a model's requests only in seq_id order 1, 2, 3, ... (refuse a gap or a request without seq_id with 409), as a service processing them in order would wait on a gap")
+	f.DurationVar(&o.updateTime, "update-time", 0, "tinker: service time of each policy update (optim_step), emulating a GPU's time (e.g. 2s)")
+	f.DurationVar(&o.gradeTime, "grade-time", 0, "grade: service time of each /grade item, in its capacity slot, emulating a sandbox's time (e.g. 500ms)")
 	f.StringSliceVar(&o.services, "services", serviceNames, "services to run: grade, openai, tinker (comma-separated)")
 	addSuiteSeedFlag(cmd, &o.suiteSeed)
 	return cmd
@@ -183,6 +202,14 @@ func (o *serveOptions) check() error {
 	}
 	if err := intIn("defer", o.deferPolls, 0, 1000); err != nil {
 		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"update-time", o.updateTime}, {"grade-time", o.gradeTime}} {
+		if d.v < 0 || d.v > maxServiceTime {
+			return usagef("--%s %v: want a duration in [0, %v]", d.name, d.v, maxServiceTime)
+		}
 	}
 	return nil
 }
@@ -286,7 +313,7 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 	deps := serveDeps{tasks: b.Tasks}
 	if slices.Contains(o.services, serviceGrade) {
 		deps.grader, deps.worldModel = b.Grader, b.WorldModel
-		deps.graderOptions = gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger, Suite: &o.suiteSeed}
+		deps.graderOptions = gradeserve.Options{Capacity: o.capacity, Token: token, Logger: logger, Suite: &o.suiteSeed, ItemTime: o.gradeTime}
 		deps.worldModelOptions = gradeserve.Options{Capacity: o.wmCapacity, Token: token, Logger: logger, Suite: &o.suiteSeed}
 	}
 	if slices.Contains(o.services, serviceOpenAI) {
@@ -299,7 +326,8 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 		}
 		defer st.Close()
 		deps.tinker = tinkerserve.New(st.Pool(), b.Tasks, tinkerserve.Options{APIKey: os.Getenv(tinker.EnvAPIKey),
-			Log: slog.New(slog.NewTextHandler(stderr, nil)), SuiteSeed: o.suiteSeed, Defer: o.deferPolls, StrictSeq: o.strictSeq})
+			Log: slog.New(slog.NewTextHandler(stderr, nil)), SuiteSeed: o.suiteSeed, Defer: o.deferPolls, StrictSeq: o.strictSeq,
+			UpdateTime: o.updateTime})
 	}
 	mux, endpoints, err := serveMux(deps)
 	if err != nil {
@@ -315,7 +343,8 @@ func runServe(cmd *cobra.Command, cf *connFlags, o serveOptions, options suiteOp
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("wmrl serve: listening", zap.String("url", "http://"+ln.Addr().String()), zap.Strings("endpoints", endpoints),
 		zap.String("sandbox", kind), zap.Int("capacity", o.capacity), zap.Int("wm_capacity", o.wmCapacity),
-		zap.Uint64("suite_seed", o.suiteSeed), zap.Bool("token", token != ""))
+		zap.Uint64("suite_seed", o.suiteSeed), zap.Bool("token", token != ""),
+		zap.Duration("update_time", o.updateTime), zap.Duration("grade_time", o.gradeTime))
 
 	select {
 	case err := <-served:

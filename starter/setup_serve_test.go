@@ -67,6 +67,9 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"--capacity", "-1"}, "wmrl: --capacity -1: want 1..65536"},
 		{[]string{"--wm-capacity", "100000"}, "wmrl: --wm-capacity 100000: want 1..65536"},
 		{[]string{"--sandbox", "vm"}, `wmrl: --sandbox: "vm" is not docker, process or auto`},
+		{[]string{"--update-time", "-1s"}, "wmrl: --update-time -1s: want a duration in [0, 1h0m0s]"},
+		{[]string{"--grade-time", "2h"}, "wmrl: --grade-time 2h0m0s: want a duration in [0, 1h0m0s]"},
+		{[]string{"--grade-time", "fast"}, `invalid argument "fast" for "--grade-time"`},
 		{[]string{"extra"}, "wmrl: serve: unknown command"},
 		{[]string{"--port", "1"}, "wmrl: unknown flag: --port"},
 	} {

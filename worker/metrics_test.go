@@ -131,6 +131,11 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		// One world-model call per group and step, none failed.
 		{fmt.Sprintf(`sum(wmrl_world_model_calls_total{run=%q, outcome="ok"})`, runID), float64(cfg.Steps * cfg.Groups)},
 		{fmt.Sprintf(`sum(wmrl_world_model_call_seconds_count{run=%q})`, runID), float64(cfg.Steps * cfg.Groups)},
+		// The last step's stage times as stored; its steps ran one after
+		// another, so nothing overlapped.
+		{fmt.Sprintf(`wmrl_stage_seconds{run=%q, stage="update"}`, runID), last.Stages.Update.Seconds()},
+		{fmt.Sprintf(`wmrl_stage_seconds{run=%q, stage="step"}`, runID), last.Stages.Step.Seconds()},
+		{fmt.Sprintf(`sum(wmrl_stage_overlap_seconds{run=%q})`, runID), 0},
 	}
 	for _, tt := range tests {
 		vec := prom.Query(t, tt.expr, 30*time.Second, func(v model.Vector) bool {

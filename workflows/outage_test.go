@@ -20,6 +20,7 @@ import (
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/testenv"
@@ -76,6 +77,12 @@ func TestStepWaitsOutLongOutage(t *testing.T) {
 			if n := f.n(name); n < longOutage+1 {
 				t.Errorf("%s called %d times, want %d or more", name, n, longOutage+1)
 			}
+			// The stage times see the outage (the step's span ends with its
+			// update, before FinishStep); nothing else changes.
+			if sec := got.Metrics.Stages.Step.Seconds(); name != "FinishStep" && sec < (3*time.Minute).Seconds() {
+				t.Errorf("the step's span is %v s, want the outage's 3 min or more", sec)
+			}
+			got.Metrics.Stages, want.Metrics.Stages = stepsummary.Stages{}, stepsummary.Stages{}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("result after the outage %+v, without %+v", got, want)
 			}

@@ -131,6 +131,11 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 		stages = append(stages[:3:3], append([]func(workflow.Context) error{s.awaitPrevious}, stages[3:]...)...)
 	}
 	s.ui = uiSummaries(ctx)
+	if s.pipeline && workflow.GetVersion(ctx, changeStageTimes, workflow.DefaultVersion, 1) >= 1 {
+		s.clock = true
+	}
+	st := &s.res.Metrics.Stages
+	s.begin(ctx, &st.Step)
 	for _, stage := range stages {
 		if err := stage(ctx); err != nil {
 			return s.res, err
@@ -153,7 +158,9 @@ type stepRun struct {
 	pipeline bool
 	// ui is changeUISummaries: summaries on the activities and the
 	// step's result line as its current details.
-	ui     bool
+	ui bool
+	// clock is changeStageTimes: the stages' spans go into the metrics.
+	clock  bool
 	logger log.Logger
 	res    StepResult
 	// gen are the groups' Generate results (their tasks, for the
@@ -439,6 +446,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 	execs := make([]activities.ExecuteResponse, len(groups)*n)
 	graded := make([]bool, len(execs))
 	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
+	st := &s.res.Metrics.Stages
 
 	fan := &fanOut{limit: max(s.cfg.Parallelism, 1)}
 	run := fan.run
@@ -448,8 +456,10 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
 			ok := run(ctx, func() workflow.Future {
+				s.begin(ctx, &st.Generate)
 				return activities.Generate.Execute(s.generateCtx(rollout, g), s.generateRequest(g))
 			}, func(f workflow.Future) error {
+				s.end(ctx, &st.Generate)
 				if err := f.Get(ctx, s.genInto(g)); err != nil {
 					return fmt.Errorf("generate group %d: %w", g, err)
 				}
@@ -464,8 +474,10 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 				workflow.Go(ctx, func(ctx workflow.Context) {
 					defer inner.Done()
 					run(ctx, func() workflow.Future {
+						s.begin(ctx, &st.Score)
 						return activities.ScoreWorldModel.Execute(s.scoreCtx(wm, g), s.scoreRequest(g))
 					}, func(f workflow.Future) error {
+						s.end(ctx, &st.Score)
 						if err := f.Get(ctx, nil); err != nil {
 							return fmt.Errorf("score group %d: %w", g, err)
 						}
@@ -480,8 +492,10 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 						defer inner.Done()
 						j := k*n + i
 						run(ctx, func() workflow.Future {
+							s.begin(ctx, &st.Execute)
 							return activities.Execute.Execute(s.executeCtx(sb, g, i), s.executeRequest(g, i))
 						}, func(f workflow.Future) error {
+							s.end(ctx, &st.Execute)
 							var err error
 							graded[j], err = s.executeDone(g, i, f.Get(ctx, &execs[j]))
 							return err
@@ -503,6 +517,9 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 // settle records the anchor pairs, calibrates and fuses: three control
 // activities before changeStepV2, one (CalibrateAndFuse) from it on.
 func (s *stepRun) settle(ctx workflow.Context) error {
+	st := &s.res.Metrics.Stages
+	s.begin(ctx, &st.CalibrateFuse)
+	defer s.end(ctx, &st.CalibrateFuse)
 	ctl := withControl(ctx)
 	var record *activities.RecordAnchorsRequest
 	if len(s.res.Anchors) > 0 {
@@ -587,7 +604,11 @@ func (s *stepRun) update(ctx workflow.Context) error {
 		req.Sampled, req.RatioClip = sp, s.cfg.Pipeline.ClipRange()
 	}
 	gctx := summarized(withGPU(ctx), s.ui, "step %d -> checkpoint %d", s.in.Step, s.in.Checkpoint.Version+1)
+	st := &s.res.Metrics.Stages
+	s.begin(ctx, &st.Update)
 	up, err := activities.Update.Execute(gctx, req).Result(ctx)
+	s.end(ctx, &st.Update)
+	s.end(ctx, &st.Step)
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}

@@ -49,6 +49,9 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 		execs[k], graded[k] = make([]activities.ExecuteResponse, K*n), make([]bool, K*n)
 	}
 	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
+	loop := &s.res.Metrics.Stages.Turns
+	s.begin(ctx, loop)
+	defer s.end(ctx, loop)
 
 	fan := &fanOut{limit: max(s.cfg.Parallelism, 1)}
 	run := fan.run

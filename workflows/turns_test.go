@@ -69,6 +69,16 @@ func TestRealRunTurns(t *testing.T) {
 						e.Result.Detail, K)
 				}
 			}
+			rows, err := st.Steps(ctx, res.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				// The turn loop is one stage (changeStageTimes).
+				if sg := r.Metrics.Stages; sg.Turns.IsZero() || !sg.Generate.IsZero() || sg.Update.IsZero() {
+					t.Errorf("step %d: stages %+v, want the turn loop and the update, no single-shot generate", r.Step, sg)
+				}
+			}
 			for step := range cfg.Steps {
 				ts, err := st.StepTurns(ctx, res.RunID, step)
 				if err != nil {

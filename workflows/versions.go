@@ -94,6 +94,14 @@ const (
 	// per group (turns.go). Single-shot steps never reach the check, so
 	// no earlier history meets it.
 	changeTurns = "turns"
+	// changeStageTimes (version 1, asked by steps with
+	// changeStepPipeline): the step records its stages' wall-clock spans
+	// (workflow.Now when a stage's first activity is scheduled and when
+	// its last is done) in its metrics (stepsummary.Stages, stagetimes.go),
+	// which FinishStep stores. It adds no command but the marker and
+	// changes no input of any activity but FinishStep's metrics: the
+	// training, and so every checkpoint, is the same.
+	changeStageTimes = "stage-times"
 	// changeAsyncPipeline (version 1, asked only in runs with
 	// pipeline.max_off_policy d > 0): the run keeps up to d+1 step
 	// children in flight (pipeline.go); step t samples from checkpoint

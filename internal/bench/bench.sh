@@ -55,8 +55,12 @@ exe_dir=$(mktemp -d)
 # The process sandbox runs the executor as another user: the directory must
 # be searchable by it.
 chmod 755 "$exe_dir"
-orch_pid="" orch_db=""
+orch_pid="" orch_db="" serve_pid=""
 cleanup() {
+	if [ -n "$serve_pid" ]; then
+		kill "$serve_pid" 2>/dev/null || true
+		wait "$serve_pid" 2>/dev/null || true
+	fi
 	if [ -n "$orch_pid" ]; then
 		kill "$orch_pid" 2>/dev/null || true
 		wait "$orch_pid" 2>/dev/null || true
@@ -113,7 +117,34 @@ orch() {
 	echo
 	TEMPORAL_ADDRESS="127.0.0.1:$port" WMRL_DATABASE_URL="$dsn dbname=$orch_db" \
 		go run ./internal/bench/orchbench -executor "$exe_dir/wmrl-executor" -sizes 8x8,8x8x3,32x8,32x8x3 || st=$?
+	# Throughput (internal/bench/pipebench): steps per hour with
+	# pipeline.max_off_policy 0, 1 and 2 side by side, the three HTTP
+	# backends against wmrl serve's handlers with service times that
+	# emulate a GPU's update (--update-time) and a sandbox's executions
+	# (--grade-time), so that the rollout and the update take comparable
+	# time; a d the configuration refuses is reported as skipped.
+	echo
+	echo "== throughput: the asynchronous pipeline (d = 0, 1, 2)"
+	pipe "$dsn dbname=$orch_db" "127.0.0.1:$port" || st=$?
 	return "$st"
+}
+# pipe DSN TEMPORAL: wmrl serve with service times on a spare port, then
+# pipebench against it.
+pipe() {
+	local dsn=$1 temporal=$2 sport i
+	go build -o "$exe_dir/wmrl" ./starter || return 1
+	sport=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"$exe_dir/wmrl" serve --listen "127.0.0.1:$sport" --services grade,openai,tinker --sandbox process \
+		--executor "$exe_dir/wmrl-executor" --capacity 4 --update-time 1.25s --grade-time 1s \
+		--database-url "$dsn" >"$exe_dir/serve.log" 2>&1 &
+	serve_pid=$!
+	for i in $(seq 1 100); do
+		if curl -fsS "http://127.0.0.1:$sport/health" >/dev/null 2>&1; then break; fi
+		if ! kill -0 "$serve_pid" 2>/dev/null; then cat "$exe_dir/serve.log" >&2; return 1; fi
+		sleep 0.2
+	done
+	TEMPORAL_ADDRESS="$temporal" WMRL_DATABASE_URL="$dsn" \
+		go run ./internal/bench/pipebench -executor "$exe_dir/wmrl-executor" -serve "http://127.0.0.1:$sport" -steps 16 -d 0,1,2
 }
 if [ -x "$exe_dir/wmrl-executor" ]; then
 	orch || status=$?

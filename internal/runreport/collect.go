@@ -21,6 +21,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce/collect"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -68,6 +69,10 @@ type Step struct {
 	Executions int     `json:"executions"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	WMCalls    int     `json:"wm_calls"`
+	// Stages are the step's stage wall seconds and their overlap with
+	// the other completed steps' stages (stepsummary.Overlap); empty for
+	// a step recorded without stage times.
+	Stages []stepsummary.StageTime `json:"stages,omitempty"`
 }
 
 // Data is what a report shows.
@@ -134,13 +139,18 @@ func Collect(ctx context.Context, r Reader, id string, maxMaps int) (Data, error
 	}
 	d := Data{Run: run, Steps: make([]Step, 0, len(rec.Steps))}
 	done := make(map[int]bool, len(rec.Steps))
-	for _, s := range rec.Steps {
+	stages := make([]stepsummary.Stages, len(rec.Steps))
+	for i, s := range rec.Steps {
+		stages[i] = byStep[s.Step].Metrics.Stages
+	}
+	for i, s := range rec.Steps {
 		m := byStep[s.Step].Metrics
 		d.Steps = append(d.Steps, Step{
 			Step: s.Step, Groups: s.Groups, AnchorGroups: s.AnchorGroups,
 			MeanReward: m.MeanReward, MeanEnv: m.MeanEnv, MeanWM: m.MeanWM, HeldOut: s.HeldOut,
 			Rho: s.Rho, BiasBefore: s.BiasBefore, BiasAfter: s.BiasAfter, CalibrationPairs: m.CalibrationPairs,
 			Executions: s.Executions, CPUSeconds: s.CPUSeconds, WMCalls: s.WMCalls, Gate: m.Gate,
+			Stages: stepsummary.Overlap(stages, i),
 		})
 		done[s.Step] = true
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce"
+	"github.com/wmrl/wmrl/internal/stepsummary"
 	"github.com/wmrl/wmrl/internal/store"
 )
 
@@ -180,6 +181,7 @@ func Sections(d Data) ([]Section, error) {
 	if t := d.Turns; t != nil {
 		secs = append(secs, turnsSection(t))
 	}
+	secs = append(secs, timeSection(d.Steps))
 	out := make([]Section, 0, len(secs))
 	for _, s := range secs {
 		sec := Section{ID: s.id, Title: s.title, Note: s.note}
@@ -238,6 +240,71 @@ func turnsSection(t *Turns) sec {
 		}
 	}
 	s.note += fmt.Sprintf(" %d real turns executed: the executions elsewhere on this page count executed trajectories, their CPU seconds every turn's.", executed)
+	return s
+}
+
+// timeSection is where the time goes: each stage's wall seconds by step,
+// and how many seconds of the step overlapped other steps' stages; its
+// note is the mean of each over the steps with stage times.
+func timeSection(steps []Step) sec {
+	s := sec{id: "time", title: "Where the time goes"}
+	names := append(append([]string{}, stepsummary.StageNames...), "step")
+	curves := map[string]*reproduce.Curve{}
+	var order []string
+	sum, over := map[string]float64{}, map[string]float64{}
+	n := 0
+	for _, st := range steps {
+		if len(st.Stages) > 0 {
+			n++
+		}
+		for _, x := range st.Stages {
+			c, ok := curves[x.Stage]
+			if !ok {
+				c = &reproduce.Curve{Name: strings.ReplaceAll(x.Stage, "_", "+")}
+				if x.Stage == "step" {
+					c.Name = "whole step"
+				}
+				curves[x.Stage] = c
+			}
+			c.Points = append(c.Points, reproduce.Point{X: float64(st.Step), Y: x.Seconds})
+			sum[x.Stage] += x.Seconds
+			over[x.Stage] += x.Overlapped
+		}
+	}
+	if n == 0 {
+		s.note = "No completed step has stage times (steps recorded before they were)."
+		return s
+	}
+	for _, name := range names {
+		if _, ok := curves[name]; ok {
+			order = append(order, name)
+		}
+	}
+	var out []reproduce.Curve
+	for _, name := range order {
+		out = append(out, *curves[name])
+	}
+	overlap := reproduce.Curve{Name: "step overlapped other steps"}
+	for _, st := range steps {
+		for _, x := range st.Stages {
+			if x.Stage == "step" {
+				overlap.Points = append(overlap.Points, reproduce.Point{X: float64(st.Step), Y: x.Overlapped})
+			}
+		}
+	}
+	out = append(out, overlap)
+	s.figs = []fig{{"fig-time", "Stage wall time by step", "step", "seconds",
+		"Wall seconds of each stage of the step, from its first activity's start to its last one's end as the step workflow saw them " +
+			"(generate, score and execute overlap within a step), the whole step, and the seconds of the step during which another step's stage ran.", out}}
+	parts := make([]string, 0, len(order))
+	for _, name := range order {
+		label := strings.ReplaceAll(name, "_", "+")
+		if name == "step" {
+			label = "whole step"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.3f s (%.3f s overlapped)", label, sum[name]/float64(n), over[name]/float64(n)))
+	}
+	s.note = fmt.Sprintf("Mean over the %d steps with stage times: %s.", n, strings.Join(parts, ", "))
 	return s
 }
 

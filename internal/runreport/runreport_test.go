@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 	"gonum.org/v1/plot/plotutil"
@@ -408,11 +409,35 @@ func TestReportNotes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A grpo run whose step 1 started 2 s before step 0's update ended.
+	if err := st.UpsertRun(ctx, store.Run{ID: "report-time", Name: "report-time", Mode: mode.GRPO, Config: json.RawMessage(`{}`), Seed: 1, Steps: 2, State: store.RunRunning}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	sp := func(a, b int) stepsummary.Span {
+		return stepsummary.Span{Start: t0.Add(time.Duration(a) * time.Second), End: t0.Add(time.Duration(b) * time.Second)}
+	}
+	for i, sg := range []stepsummary.Stages{
+		{Step: sp(0, 10), Generate: sp(0, 3), Execute: sp(1, 6), CalibrateFuse: sp(6, 7), Update: sp(7, 10)},
+		{Step: sp(8, 18), Generate: sp(8, 11), Execute: sp(9, 14), CalibrateFuse: sp(14, 15), Update: sp(15, 18)},
+	} {
+		if err := st.StartStep(ctx, "report-time", i); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishStep(ctx, "report-time", i, store.StepCompleted, stepsummary.Step{Groups: 1, Rho: 1, Stages: sg}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		run   string
 		notes map[string]string
 		figs  []string
 	}{
+		{"report-time", map[string]string{"time": "Mean over the 2 steps with stage times: generate 3.000 s (1.000 s overlapped), " +
+			"execute 5.000 s (0.500 s overlapped), calibrate+fuse 1.000 s (0.000 s overlapped), update 3.000 s (1.000 s overlapped), " +
+			"whole step 10.000 s (2.000 s overlapped)."},
+			[]string{"fig-reward", "fig-rho", "fig-executions", "fig-cpu", "fig-time"}},
+		{"report-grpo", map[string]string{"time": "No completed step has stage times"}, []string{"fig-reward", "fig-rho", "fig-executions", "fig-cpu"}},
 		{"report-gate", map[string]string{"rho": "The signal gate closed in 1 of the 2 completed steps"},
 			[]string{"fig-reward", "fig-rho", "fig-gate", "fig-bias", "fig-executions", "fig-cpu"}},
 		{"report-new", map[string]string{"reward": "No completed step yet.", "calibration": "No completed step yet.", "steps": "No completed step yet."}, nil},

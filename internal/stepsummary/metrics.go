@@ -74,6 +74,10 @@ type Step struct {
 	// the world-model groups had weight 0 and the step trained on its
 	// anchor groups alone. Nil in modes and runs without a gate.
 	Gate *denoise.Gate `json:"gate,omitempty"`
+	// Stages are the step's stage intervals (workflow change
+	// stage-times): timings, like CPUSeconds, never an input of the
+	// training. Left out of the JSON when not recorded.
+	Stages Stages `json:"stages,omitzero"`
 }
 
 // Validate reports the first metric that is not a finite number (JSON, and

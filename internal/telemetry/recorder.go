@@ -43,6 +43,8 @@ type Recorder struct {
 	biasAfter        *prometheus.GaugeVec
 	heldOutScore     *prometheus.GaugeVec
 	heldOutVersion   *prometheus.GaugeVec
+	stageSeconds     *prometheus.GaugeVec
+	stageOverlap     *prometheus.GaugeVec
 }
 
 // Label names.
@@ -52,6 +54,7 @@ const (
 	labelPhase   = "phase"
 	labelStatus  = "status"
 	labelOutcome = "outcome"
+	labelStage   = "stage"
 )
 
 // The outcomes of a world-model call.
@@ -100,9 +103,15 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			"Mean bias r_wm - r_env of the last calibration window after the map (after debiasing)."),
 		heldOutScore:   gauge("wmrl_heldout_score", "Held-out score of the run's last evaluated checkpoint."),
 		heldOutVersion: gauge("wmrl_heldout_checkpoint", "Checkpoint version that wmrl_heldout_score evaluated."),
+		stageSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wmrl_stage_seconds",
+			Help: "Wall seconds of each stage of the run's last completed step (generate, score, execute, turns, calibrate_fuse, update; step: the whole step)."},
+			[]string{labelRun, labelMode, labelStage}),
+		stageOverlap: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wmrl_stage_overlap_seconds",
+			Help: "Seconds of each stage of the run's last completed step during which a stage of a step completed before it was running (0 when steps run one after another)."},
+			[]string{labelRun, labelMode, labelStage}),
 	}
 	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.executions, r.executionCPU, r.sandboxFailures,
-		r.wmCalls, r.wmSeconds, r.calibrationPairs, r.biasBefore, r.biasAfter, r.heldOutScore, r.heldOutVersion} {
+		r.wmCalls, r.wmSeconds, r.calibrationPairs, r.biasBefore, r.biasAfter, r.heldOutScore, r.heldOutVersion, r.stageSeconds, r.stageOverlap} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -187,4 +196,23 @@ func (r *Recorder) HeldOut(run Run, version int, score float64) {
 	}
 	r.heldOutScore.WithLabelValues(run.ID, run.Mode).Set(score)
 	r.heldOutVersion.WithLabelValues(run.ID, run.Mode).Set(float64(version))
+}
+
+// StageTime is one stage of a completed step: its name, wall seconds and
+// the seconds of it that overlapped other steps' stages.
+type StageTime struct {
+	Stage               string
+	Seconds, Overlapped float64
+}
+
+// StageTimes records the stages of the run's last completed step. A stage
+// it did not run keeps the value of the last step that did.
+func (r *Recorder) StageTimes(run Run, stages []StageTime) {
+	if r == nil {
+		return
+	}
+	for _, s := range stages {
+		r.stageSeconds.WithLabelValues(run.ID, run.Mode, s.Stage).Set(s.Seconds)
+		r.stageOverlap.WithLabelValues(run.ID, run.Mode, s.Stage).Set(s.Overlapped)
+	}
 }

@@ -45,6 +45,8 @@ func TestExporterServes(t *testing.T) {
 	r.Calibration(run, 12, 0.2, -0.01)
 	r.HeldOut(run, 3, 0.75)
 	r.HeldOut(Run{ID: "r2", Mode: "grpo"}, 1, 0.5)
+	r.StageTimes(run, []StageTime{{Stage: "update", Seconds: 3, Overlapped: 1}, {Stage: "step", Seconds: 10}})
+	r.StageTimes(run, []StageTime{{Stage: "update", Seconds: 2.5, Overlapped: 0.5}})
 
 	e.TemporalHandler().WithTags(map[string]string{"namespace": "wmrl-test", "task_queue": "wmrl-control"}).
 		Counter("temporal_request").Inc(2)
@@ -97,12 +99,20 @@ wmrl_heldout_score{mode="wmrl",run="r1"} 0.75
 # TYPE wmrl_heldout_checkpoint gauge
 wmrl_heldout_checkpoint{mode="grpo",run="r2"} 1
 wmrl_heldout_checkpoint{mode="wmrl",run="r1"} 3
+# HELP wmrl_stage_seconds Wall seconds of each stage of the run's last completed step (generate, score, execute, turns, calibrate_fuse, update; step: the whole step).
+# TYPE wmrl_stage_seconds gauge
+wmrl_stage_seconds{mode="wmrl",run="r1",stage="step"} 10
+wmrl_stage_seconds{mode="wmrl",run="r1",stage="update"} 2.5
+# HELP wmrl_stage_overlap_seconds Seconds of each stage of the run's last completed step during which a stage of a step completed before it was running (0 when steps run one after another).
+# TYPE wmrl_stage_overlap_seconds gauge
+wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="step"} 0
+wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="update"} 0.5
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "wmrl_steps_completed", "wmrl_rho",
 		"wmrl_world_model_weight", "wmrl_signal_lower_bound",
 		"wmrl_executions_total", "wmrl_execution_cpu_seconds_total", "wmrl_sandbox_failures_total",
 		"wmrl_world_model_calls_total", "wmrl_calibration_pairs", "wmrl_bias_before", "wmrl_bias_after",
-		"wmrl_heldout_score", "wmrl_heldout_checkpoint"); err != nil {
+		"wmrl_heldout_score", "wmrl_heldout_checkpoint", "wmrl_stage_seconds", "wmrl_stage_overlap_seconds"); err != nil {
 		t.Error(err)
 	}
 	// The latency histogram: the 3 ms call in the 4 ms bucket, both in +Inf.

@@ -42,6 +42,7 @@ import (
 	"math"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -73,6 +74,12 @@ type Options struct {
 	// Suite is the suite of an item that names none (the reference's
 	// clients never do); nil: such an item is refused, naming its suite.
 	Suite *uint64
+	// ItemTime is a service time spent on each graded item (not on a
+	// request_info item) while it holds its capacity slot, before it is
+	// graded: it emulates a sandbox's time on a machine whose executions
+	// are quicker (wmrl serve --grade-time), so a batch of N items at
+	// capacity C takes at least ceil(N/C)·ItemTime. 0 spends none.
+	ItemTime time.Duration
 }
 
 // Describer is a task source that describes a task's data: the answer to
@@ -279,6 +286,9 @@ func (s *server) run(r *http.Request) ([]gradehttp.Result, error) {
 				s.active.Add(-1)
 				<-s.slots
 			}()
+			if err := serviceTime(gctx, s.o.ItemTime); err != nil {
+				return err
+			}
 			res, err := s.grade(gctx, c.task, c.item, c.limits)
 			if backend.IsPermanent(err) {
 				return badRequest("items[%d]: %v", i, err)
@@ -420,4 +430,19 @@ func clip(s string) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// serviceTime waits d (Options.ItemTime), or until ctx ends.
+func serviceTime(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("grade time %v: %w", d, ctx.Err())
+	}
 }

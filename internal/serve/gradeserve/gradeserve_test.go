@@ -581,3 +581,40 @@ func TestReferenceItems(t *testing.T) {
 	}
 	checkInfo("world model", res[1])
 }
+
+// instant grades every item at once, counting them.
+type instant struct{ total atomic.Int64 }
+
+func (g *instant) Grade(_ context.Context, req backend.GradeRequest) ([]backend.Grade, error) {
+	g.total.Add(int64(len(req.Items)))
+	out := make([]backend.Grade, len(req.Items))
+	for i := range out {
+		out[i] = backend.Grade{Graded: true, Status: "ok", Score: 0.5}
+	}
+	return out, nil
+}
+
+func (g *instant) Preflight(context.Context, backend.Limits) error { return nil }
+
+// TestItemTimeDelaysTheAnswer: with Options.ItemTime (wmrl serve
+// --grade-time) a batch of 5 items at capacity 2 takes at least 3 item
+// times, since each item holds its slot for one; the grader still grades
+// every item. Only a lower bound: a loaded machine is slower, never faster.
+func TestItemTimeDelaysTheAnswer(t *testing.T) {
+	const item = 150 * time.Millisecond
+	g := &instant{}
+	srv := serve(t)(NewGrader(g, &builtin.Tasks{Suites: testenv.Suites{}}, Options{Capacity: 2, ItemTime: item}))
+	c := newClient(t, srv.URL, "")
+	all := items(t)[:5]
+	start := time.Now()
+	got, err := c.Grade(t.Context(), backend.GradeRequest{Items: all, Limits: backend.DefaultLimits()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 3*item {
+		t.Fatalf("5 items at capacity 2 took %v, want at least 3 × the item time %v", took, item)
+	}
+	if len(got) != 5 || g.total.Load() != 5 {
+		t.Fatalf("%d grades, %d graded; want 5, 5", len(got), g.total.Load())
+	}
+}

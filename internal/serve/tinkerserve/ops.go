@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -558,6 +559,9 @@ func (s *Server) optimStep(ctx context.Context, body []byte, idem string) (any, 
 		return nil, bad("adam_params.eps", "%v: want finite and > 0", a.Eps)
 	}
 	return s.modelOp(ctx, "optim_step", req.ModelID, req.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
+		if err := serviceTime(ctx, s.opts.UpdateTime); err != nil {
+			return nil, err
+		}
 		// Tinker's optimiser descends the loss −Σ adv·log π: the built-in
 		// step ascends Σ adv·log π along the same accumulated gradient.
 		st, err := m.pol.AdamStep(m.grad, policy.Adam{LearningRate: a.LearningRate, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps})
@@ -808,4 +812,19 @@ func checkBaseModel(name string) *httpError {
 		return bad("base_model", "%q: this server has only %q", name, tinker.BuiltinBaseModel)
 	}
 	return nil
+}
+
+// serviceTime waits d (Options.UpdateTime), or until ctx ends.
+func serviceTime(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("update time %v: %w", d, ctx.Err())
+	}
 }

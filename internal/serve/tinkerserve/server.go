@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,6 +52,13 @@ type Options struct {
 	// forever. A repeated seq_id of the same request still gets the first
 	// future; of another request, 409.
 	StrictSeq bool
+	// UpdateTime is the service time of one update, spent in each
+	// optim_step (the step that applies forward_backward's gradient) while
+	// it holds the model's lock, so a model's updates queue as on one GPU:
+	// it emulates a GPU's time on a machine without one (wmrl serve
+	// --update-time). 0 spends none. A repeated optim_step (the same
+	// seq_id or idempotency key) gets its first future and waits no more.
+	UpdateTime time.Duration
 }
 
 // Server is the http.Handler of the built-in Tinker server. It keeps all

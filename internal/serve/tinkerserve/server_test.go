@@ -675,3 +675,34 @@ func TestStrictSeq(t *testing.T) {
 		}
 	}
 }
+
+// Options.UpdateTime (wmrl serve --update-time) delays each update by at
+// least the service time; a retried update gets its first future and is
+// not delayed again. Only lower bounds: a loaded machine is slower, never
+// faster.
+func TestUpdateTimeDelaysTheUpdate(t *testing.T) {
+	const service = 300 * time.Millisecond
+	e := newEnv(t, nil, tinkerserve.Options{UpdateTime: service})
+	ctx := t.Context()
+	p := e.client(t, tinker.PostgresJournal{Store: e.store}, "")
+	task := trainTask(t)
+	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := updateRequest(ck, batchOf(task, comps))
+	start := time.Now()
+	if _, _, err := p.Update(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < service {
+		t.Fatalf("update took %v, want at least the update time %v", took, service)
+	}
+	if fb, optim := e.counts(t); fb != 1 || optim != 1 {
+		t.Fatalf("server applied %d forward_backward and %d optim_step, want 1 and 1", fb, optim)
+	}
+}
