@@ -49,6 +49,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
+	"github.com/wmrl/wmrl/internal/serve/servicetime"
 	"github.com/wmrl/wmrl/internal/turns"
 )
 
@@ -286,7 +287,7 @@ func (s *server) run(r *http.Request) ([]gradehttp.Result, error) {
 				s.active.Add(-1)
 				<-s.slots
 			}()
-			if err := serviceTime(gctx, s.o.ItemTime); err != nil {
+			if err := servicetime.Wait(gctx, "grade time", s.o.ItemTime); err != nil {
 				return err
 			}
 			res, err := s.grade(gctx, c.task, c.item, c.limits)
@@ -430,19 +431,4 @@ func clip(s string) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// serviceTime waits d (Options.ItemTime), or until ctx ends.
-func serviceTime(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("grade time %v: %w", d, ctx.Err())
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/wmrl/wmrl/internal/backend/tinker"
 	"github.com/wmrl/wmrl/internal/policy"
 	"github.com/wmrl/wmrl/internal/seed"
+	"github.com/wmrl/wmrl/internal/serve/servicetime"
 )
 
 // maxSamples bounds num_samples.
@@ -559,7 +559,7 @@ func (s *Server) optimStep(ctx context.Context, body []byte, idem string) (any, 
 		return nil, bad("adam_params.eps", "%v: want finite and > 0", a.Eps)
 	}
 	return s.modelOp(ctx, "optim_step", req.ModelID, req.SeqID, idem, func(_ pgx.Tx, m *modelState) (any, error) {
-		if err := serviceTime(ctx, s.opts.UpdateTime); err != nil {
+		if err := servicetime.Wait(ctx, "update time", s.opts.UpdateTime); err != nil {
 			return nil, err
 		}
 		// Tinker's optimiser descends the loss −Σ adv·log π: the built-in
@@ -812,19 +812,4 @@ func checkBaseModel(name string) *httpError {
 		return bad("base_model", "%q: this server has only %q", name, tinker.BuiltinBaseModel)
 	}
 	return nil
-}
-
-// serviceTime waits d (Options.UpdateTime), or until ctx ends.
-func serviceTime(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("update time %v: %w", d, ctx.Err())
-	}
 }
