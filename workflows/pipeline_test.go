@@ -400,3 +400,180 @@ func TestRealRunPipelineRefreshAdaptive(t *testing.T) {
 		}
 	}
 }
+
+// TestRealRunPipelineTurns runs the tiny preset with trajectory.turns: 3 and
+// d = 1 (4 steps) in the test environment with the real activities, with
+// continue-as-new every 2 steps and every 10 (in which steps overlap):
+// every turn of step t is
+// generated from checkpoint max(0, t−1) (the Generate requests, recorded as
+// they start); every trajectory has its 3 answered turns; both runs end at
+// the same checkpoint, which is neither the sequential 3-turn run's nor
+// the single-shot pipelined run's; step 0 reports no importance ratio and
+// the later steps one (the built-in policy's clipped ratio over every
+// turn's tokens).
+func TestRealRunPipelineTurns(t *testing.T) {
+	const K = 3
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Trajectory.Turns = K
+	cfg.Steps = 4
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	type genKey struct{ step, group, turn int }
+	run := func(id string, c runconfig.Config) (RunResult, map[genKey]int) {
+		var mu sync.Mutex
+		gens := map[genKey]int{}
+		res, segs := runToEndWith(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: id, Config: c},
+			func(env *testsuite.TestWorkflowEnvironment) {
+				env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+					if info.ActivityType.Name != "Generate" {
+						return
+					}
+					var req activities.GenerateRequest
+					if err := args.Get(&req); err != nil {
+						t.Errorf("Generate request: %v", err)
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					gens[genKey{req.Step, req.Group, req.Turn}] = req.Checkpoint.Version
+				})
+			})
+		t.Logf("%s: %d steps, checkpoint %d %s, %d segments", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash), segs)
+		if res.Steps != c.Steps || res.Checkpoint.Version != c.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		return res, gens
+	}
+	a, gens := run("pipe-turns-a", cfg)
+	wide := cfg
+	wide.ContinueAsNewEvery = 10
+	b, _ := run("pipe-turns-wide", wide)
+	if a.Checkpoint != b.Checkpoint {
+		t.Fatalf("same config and seed, different checkpoints: %+v and %+v", a.Checkpoint, b.Checkpoint)
+	}
+	overlap := 0
+	rows := stepMetrics(t, st, b.RunID, cfg.Steps)
+	for i := 1; i < len(rows); i++ {
+		if f := rows[i-1].FinishedAt; f != nil && rows[i].StartedAt.Before(*f) {
+			overlap++
+		}
+	}
+	t.Logf("%s: %d of %d steps started before the step before them was done", b.RunID, overlap, len(rows)-1)
+	if overlap == 0 {
+		t.Error("no step started before the one before it was done: nothing ran in flight")
+	}
+	if len(gens) != cfg.Steps*cfg.Groups*K {
+		t.Errorf("%d Generate requests (step, group, turn), want %d", len(gens), cfg.Steps*cfg.Groups*K)
+	}
+	for k, v := range gens {
+		if want := max(0, k.step-1); v != want || k.turn < 1 || k.turn > K {
+			t.Errorf("step %d group %d turn %d generated from checkpoint %d, want turn 1..%d from %d", k.step, k.group, k.turn, v, K, want)
+		}
+	}
+	ctx := t.Context()
+	for s := range cfg.Steps {
+		ts, err := st.StepTurns(ctx, a.RunID, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != K*cfg.Groups*cfg.Samples {
+			t.Fatalf("step %d: %d turns, want %d", s, len(ts), K*cfg.Groups*cfg.Samples)
+		}
+		for _, tr := range ts {
+			if tr.Answer == nil {
+				t.Errorf("%s unanswered", tr.TurnKey)
+			}
+		}
+	}
+	for _, r := range stepMetrics(t, st, a.RunID, cfg.Steps) {
+		m := r.Metrics
+		t.Logf("step %d: ratio mean %.4f max %.4f", r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+		if r.Step == 0 && m.ImportanceRatioMean != 0 {
+			t.Errorf("step 0: ratio %v, want none (sampled from its own checkpoint)", m.ImportanceRatioMean)
+		}
+		if r.Step > 0 && (m.ImportanceRatioMean <= 0 || m.ImportanceRatioMax < m.ImportanceRatioMean) {
+			t.Errorf("step %d: ratio mean %v max %v, want a ratio", r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+		}
+		if m.Stages.Turns.IsZero() {
+			t.Errorf("step %d: no turn loop in the stages %+v", r.Step, m.Stages)
+		}
+	}
+	seq := cfg
+	seq.Pipeline = runconfig.Pipeline{}
+	s, _ := run("pipe-turns-seq", seq)
+	single := cfg
+	single.Trajectory = runconfig.Trajectory{}
+	o, _ := run("pipe-turns-single", single)
+	if s.Checkpoint == a.Checkpoint || o.Checkpoint == a.Checkpoint {
+		t.Fatalf("d = 1 with 3 turns ended at %s, the sequential 3-turn run at %s, the pipelined single-shot run at %s",
+			short(a.Checkpoint.Hash), short(s.Checkpoint.Hash), short(o.Checkpoint.Hash))
+	}
+}
+
+// TestIntegrationPipelineTurns runs the tiny preset with trajectory.turns:
+// 3 and pipeline.max_off_policy 1 (3 steps, continue-as-new every 2) on the
+// Temporal server with in-process workers, twice: both runs end at the same
+// checkpoint, every step with its 3 answered turns per trajectory, and the
+// test environment's run of the same config ends there too. With WMRL_RECORD_HISTORIES=1 it
+// writes the first run's first segment and its step 1 (which waited for
+// step 0 by signal) to testdata/pipe_turns_*.json for TestReplay.
+func TestIntegrationPipelineTurns(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	cfg := pipelineConfig(t, 1)
+	cfg.Trajectory.Turns = 3
+	cfg.Steps, cfg.ContinueAsNewEvery = 3, 2
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var hashes []string
+	for k := range 2 {
+		id := fmt.Sprintf("it-pipe-turns-%d-%d", k, stamp)
+		start := time.Now()
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d steps, checkpoint %d %s in %v", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash),
+			time.Since(start).Round(time.Millisecond))
+		if res.Steps != cfg.Steps || res.Checkpoint.Version != cfg.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		for s := range cfg.Steps {
+			ts, err := st.StepTurns(ctx, id, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != 3*cfg.Groups*cfg.Samples {
+				t.Fatalf("step %d: %d turns, want %d", s, len(ts), 3*cfg.Groups*cfg.Samples)
+			}
+		}
+		hashes = append(hashes, res.Checkpoint.Hash)
+		if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+			record(t, c, id, we.GetRunID(), "testdata/pipe_turns_run_wmrl.json")
+			record(t, c, StepWorkflowID(id, 1), "", "testdata/pipe_turns_step_wmrl.json")
+		}
+	}
+	if hashes[0] != hashes[1] {
+		t.Fatalf("the same pipelined 3-turn run twice ended at %s and %s", hashes[0], hashes[1])
+	}
+	// The test environment's run of the same config ends there too.
+	res, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()),
+		RunInput{RunID: fmt.Sprintf("env-pipe-turns-%d", stamp), Config: cfg})
+	if res.Checkpoint.Hash != hashes[0] {
+		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
+	}
+	t.Logf("d = 1, 3 turns: checkpoint %s (both runs and the test environment's)", hashes[0])
+}

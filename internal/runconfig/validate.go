@@ -168,8 +168,9 @@ func (c Config) checkTrajectory() []func() error {
 
 // checkPipeline checks the pipeline section. Zeros are the defaults. The
 // workflows run d > 0 (docs/design.md, "Asynchronous pipeline") for
-// single-shot trajectories without active anchor selection; with those,
-// d > 0 is refused.
+// single-shot and multi-turn trajectories (every turn of step t sampled
+// from checkpoint max(0, t−d)); with active anchor selection, d > 0 is
+// refused.
 func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
@@ -179,9 +180,6 @@ func (c Config) checkPipeline() []func() error {
 			}
 			switch {
 			case p.MaxOffPolicy == 0:
-			case c.Trajectory.MultiTurn():
-				return bad("pipeline.max_off_policy", "%d with trajectory.turns %d: the asynchronous pipeline of multi-turn "+
-					"trajectories is not built; use 0 (the sequential step)", p.MaxOffPolicy, c.Trajectory.TurnCount())
 			case c.Anchors.Active.Enabled:
 				return bad("pipeline.max_off_policy", "%d with anchors.active: active anchor selection reads the steps "+
 					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
