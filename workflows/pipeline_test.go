@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -576,4 +577,122 @@ func TestIntegrationPipelineTurns(t *testing.T) {
 		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
 	}
 	t.Logf("d = 1, 3 turns: checkpoint %s (both runs and the test environment's)", hashes[0])
+}
+
+// TestRealRunPipelineActiveAnchors runs the tiny preset (8 groups) in wmrl
+// with anchors.active and d = 1, 5 steps, in the test environment with the
+// real activities, with continue-as-new every 2 steps and every 10: every
+// step's AnchorUncertainty has lag 1 and is computed from the anchor pairs
+// of steps 0..s−2 (none at steps 0 and 1), the steps complete before step s
+// starts; both runs choose the same anchor groups with the same weights
+// and end at the same checkpoint, which is not the sequential active run's.
+func TestRealRunPipelineActiveAnchors(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Groups, cfg.Steps = 8, 5
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string, c runconfig.Config) (RunResult, map[int]int) {
+		var mu sync.Mutex
+		read := map[int]int{} // step -> pairs its uncertainty read
+		asked := 0
+		res, segs := runToEndWith(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: id, Config: c},
+			func(env *testsuite.TestWorkflowEnvironment) {
+				// Local activities run as closures here (their type is not
+				// their name): AnchorUncertainty is told by its request and
+				// its response.
+				env.SetOnLocalActivityStartedListener(func(_ *activity.Info, _ context.Context, args []any) {
+					for _, a := range args {
+						req, ok := a.(activities.AnchorUncertaintyRequest)
+						if !ok {
+							continue
+						}
+						mu.Lock()
+						asked++
+						mu.Unlock()
+						if req.Lag != c.Pipeline.OffPolicy() {
+							t.Errorf("step %d: uncertainty with lag %d, want %d", req.Step, req.Lag, c.Pipeline.OffPolicy())
+						}
+					}
+				})
+				env.SetOnLocalActivityCompletedListener(func(info *activity.Info, result converter.EncodedValue, err error) {
+					var fields map[string]json.RawMessage
+					if err != nil || result.Get(&fields) != nil || fields["uncertainty"] == nil {
+						return
+					}
+					var s int
+					if _, err := fmt.Sscanf(info.WorkflowExecution.ID, id+"/step-%d", &s); err != nil {
+						t.Errorf("workflow %s: %v", info.WorkflowExecution.ID, err)
+						return
+					}
+					var u activities.AnchorUncertaintyResponse
+					if err := result.Get(&u); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					read[s] = u.Pairs
+				})
+			})
+		t.Logf("%s: %d steps, checkpoint %d %s, %d segments", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash), segs)
+		if res.Steps != c.Steps || asked != c.Steps {
+			t.Fatalf("%s: result %+v, %d uncertainty requests", id, res, asked)
+		}
+		return res, read
+	}
+	a, read := run("pipe-active-a", cfg)
+	wide := cfg
+	wide.ContinueAsNewEvery = 10
+	b, _ := run("pipe-active-wide", wide)
+	if a.Checkpoint != b.Checkpoint {
+		t.Fatalf("same config and seed, different checkpoints: %+v and %+v", a.Checkpoint, b.Checkpoint)
+	}
+	ctx := t.Context()
+	pa, err := st.AnchorPairs(ctx, a.RunID, cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := st.AnchorPairs(ctx, b.RunID, cfg.Steps, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pa) == 0 || len(pa) != len(pb) {
+		t.Fatalf("%d and %d anchor pairs", len(pa), len(pb))
+	}
+	weighted := 0
+	for i := range pa {
+		if pa[i].Step != pb[i].Step || pa[i].Group != pb[i].Group || pa[i].Weight != pb[i].Weight {
+			t.Fatalf("pair %d: %+v and %+v", i, pa[i], pb[i])
+		}
+		if pa[i].Weight != 1 {
+			weighted++
+		}
+	}
+	if weighted == 0 {
+		t.Error("no anchor pair has a weight other than 1: active selection chose uniformly")
+	}
+	if len(read) != cfg.Steps {
+		t.Fatalf("uncertainty of %d steps recorded, want %d", len(read), cfg.Steps)
+	}
+	for s := range cfg.Steps {
+		want := 0
+		for _, p := range pa {
+			if p.Step <= s-2 {
+				want++
+			}
+		}
+		t.Logf("step %d: uncertainty from %d pairs", s, read[s])
+		if read[s] != want {
+			t.Errorf("step %d: uncertainty from %d pairs, want the %d of steps 0..%d", s, read[s], want, s-2)
+		}
+	}
+	seq := cfg
+	seq.Pipeline = runconfig.Pipeline{}
+	s, _ := run("pipe-active-seq", seq)
+	if s.Checkpoint == a.Checkpoint {
+		t.Fatal("d = 1 ended at the sequential run's checkpoint")
+	}
 }

@@ -117,4 +117,12 @@ const (
 	// times longer. Single-shot evaluations never reach the check; before
 	// it a multi-turn policy was evaluated on its turn 1.
 	changeEvalAttempts = "eval-attempts"
+	// changePipelineActiveAnchors (version 1, asked only in steps of runs
+	// with pipeline.max_off_policy d > 0 and anchors.active, with
+	// changeActiveAnchors): the step's AnchorUncertainty reads the anchor
+	// pairs of steps 0..s−d−1 and the map of step s−d−1
+	// (AnchorUncertaintyRequest.Lag = d), the steps complete before step s
+	// starts. Before it validation refused the combination, so no earlier
+	// history meets it.
+	changePipelineActiveAnchors = "pipeline-active-anchors"
 )
