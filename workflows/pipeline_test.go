@@ -696,3 +696,57 @@ func TestRealRunPipelineActiveAnchors(t *testing.T) {
 		t.Fatal("d = 1 ended at the sequential run's checkpoint")
 	}
 }
+
+// TestIntegrationPipelineActiveAnchors runs the tiny preset (8 groups) in
+// wmrl with anchors.active and d = 1, 4 steps, continue-as-new every 2, on
+// the Temporal server with in-process workers, twice: both runs end at the
+// same checkpoint, the test environment's run too. With
+// WMRL_RECORD_HISTORIES=1 it writes the first run's first segment and its
+// step 2 (whose uncertainty reads step 0 only, change
+// pipeline-active-anchors) to testdata/pipe_active_*.json for TestReplay.
+func TestIntegrationPipelineActiveAnchors(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	cfg := pipelineConfig(t, 1)
+	cfg.Groups, cfg.Steps, cfg.ContinueAsNewEvery = 8, 4, 2
+	cfg.Anchors.Active = runconfig.ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var hashes []string
+	for k := range 2 {
+		id := fmt.Sprintf("it-pipe-active-%d-%d", k, stamp)
+		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
+			TrainingRun, RunInput{RunID: id, Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res RunResult
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d steps, checkpoint %d %s", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
+		if res.Steps != cfg.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		hashes = append(hashes, res.Checkpoint.Hash)
+		if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+			record(t, c, id, we.GetRunID(), "testdata/pipe_active_run_wmrl.json")
+			record(t, c, StepWorkflowID(id, 2), "", "testdata/pipe_active_step_wmrl.json")
+		}
+	}
+	if hashes[0] != hashes[1] {
+		t.Fatalf("the same pipelined active-anchor run twice ended at %s and %s", hashes[0], hashes[1])
+	}
+	res, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()),
+		RunInput{RunID: fmt.Sprintf("env-pipe-active-%d", stamp), Config: cfg})
+	if res.Checkpoint.Hash != hashes[0] {
+		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
+	}
+	t.Logf("d = 1, active anchors: checkpoint %s (both runs and the test environment's)", hashes[0])
+}
