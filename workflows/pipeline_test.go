@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -749,4 +750,118 @@ func TestIntegrationPipelineActiveAnchors(t *testing.T) {
 		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
 	}
 	t.Logf("d = 1, active anchors: checkpoint %s (both runs and the test environment's)", hashes[0])
+}
+
+// TestRealResumePipeline: a pipelined run (d = 2, world_model.refresh every
+// 2 steps, the adaptive anchor fraction; 6 steps) continued after 3 of its
+// steps (ResumeFrom) ends at the uninterrupted run's checkpoint, with the
+// same anchor fraction and anchor groups at every step and the same r_wm
+// on every trajectory (steps 3..5 sample from checkpoints 1..3, copied,
+// and are scored by the world models planned after steps 0..2: the frozen
+// one, then the refresh after step 1, made again); continuing it with
+// another max_off_policy is refused, naming the field.
+func TestRealResumePipeline(t *testing.T) {
+	base := testenv.SmallBase(t)
+	st := testenv.FreshStore(t)
+	cfg := refreshConfig(t)
+	cfg.Pipeline.MaxOffPolicy = 2
+	cfg.ContinueAsNewEvery = 10
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.05, Floor: 0.25, Ceiling: 0.75, Gain: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a := refreshActivities(t, st, base)
+	full := runWith(t, a, RunInput{RunID: "pres-full", Config: cfg}, nil)
+	short := cfg
+	short.Steps = 3
+	runWith(t, a, RunInput{RunID: "pres-short", Config: short}, nil)
+	res := runWith(t, a, RunInput{RunID: "pres-resumed", Config: cfg, ResumeFrom: "pres-short"}, nil)
+	t.Logf("uninterrupted %s, resumed after step 2 %s", short12(full.Checkpoint.Hash), short12(res.Checkpoint.Hash))
+	if res.Steps != cfg.Steps || res.Checkpoint != full.Checkpoint {
+		t.Fatalf("resumed run %+v, uninterrupted %+v", res, full)
+	}
+	ctx := t.Context()
+	sf, sr := stepMetrics(t, st, "pres-full", cfg.Steps), stepMetrics(t, st, "pres-resumed", cfg.Steps)
+	var fractions []float64
+	for i := range sf {
+		mf, mr := sf[i].Metrics, sr[i].Metrics
+		fractions = append(fractions, mf.AnchorFraction)
+		if mf.AnchorFraction != mr.AnchorFraction || mf.AnchorGroups != mr.AnchorGroups {
+			t.Errorf("step %d: fraction %v, %d anchor groups uninterrupted; %v, %d resumed", i, mf.AnchorFraction,
+				mf.AnchorGroups, mr.AnchorFraction, mr.AnchorGroups)
+		}
+		tf, err := st.StepTrajectories(ctx, "pres-full", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := st.StepTrajectories(ctx, "pres-resumed", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range tf {
+			wf, wr := tf[j].WMScore, tr[j].WMScore
+			if tf[j].Program != tr[j].Program || (wf == nil) != (wr == nil) || (wf != nil && *wf != *wr) {
+				t.Fatalf("step %d %s: program or r_wm differ after the resume", i, tf[j].Key)
+			}
+		}
+	}
+	t.Logf("fractions %v", fractions)
+	if fractions[cfg.Steps-1] == fractions[0] {
+		t.Error("the controller never moved the fraction: the test does not exercise the resumed fractions")
+	}
+	vs, err := st.WorldModelVersions(ctx, "pres-resumed")
+	if err != nil || len(vs) != 2 || vs[0].Step != 1 || vs[1].Step != 3 {
+		t.Fatalf("resumed run's versions %+v, %v; want after steps 1 (made again) and 3", vs, err)
+	}
+	other := cfg
+	other.Pipeline.MaxOffPolicy = 1
+	_, err = a.ResumeRun(ctx, activities.ResumeRunRequest{RunID: "pres-other", From: "pres-short", Config: other})
+	if err == nil || !strings.Contains(err.Error(), "pipeline.max_off_policy: 1, run pres-short was run with 2") {
+		t.Errorf("continue with d = 1 of a run with d = 2: %v, want refused", err)
+	}
+}
+
+func short12(h string) string { return h[:min(12, len(h))] }
+
+// TestIntegrationPipelineResume: on the Temporal server with in-process
+// workers, a pipelined run (d = 1, the adaptive anchor fraction, 5 steps)
+// and the same run stopped after 3 steps and continued (ResumeFrom) end at
+// the same checkpoint. With WMRL_RECORD_HISTORIES=1 it writes the continued
+// run's history (change pipeline-resume) to testdata/pipe_resumed_run.json
+// for TestReplay.
+func TestIntegrationPipelineResume(t *testing.T) {
+	c := dialTemporal(t)
+	st := testenv.FreshStore(t)
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	startWorkers(t, c, a)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 10
+	cfg.Anchors.Adaptive = runconfig.AdaptiveAnchors{TargetRho: 1.05, Floor: 0.25, Ceiling: 0.75, Gain: 0.25}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	fullID, shortID, resID := fmt.Sprintf("it-pres-full-%d", stamp), fmt.Sprintf("it-pres-short-%d", stamp), fmt.Sprintf("it-pres-resumed-%d", stamp)
+	full := runAndWait(ctx, t, c, fullID, RunInput{RunID: fullID, Config: cfg})
+	short := cfg
+	short.Steps = 3
+	runAndWait(ctx, t, c, shortID, RunInput{RunID: shortID, Config: short})
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: resID, TaskQueue: QueueControl}, TrainingRun,
+		RunInput{RunID: resID, Config: cfg, ResumeFrom: shortID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := we.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("uninterrupted %s, continued after step 2 %s", short12(full.Checkpoint.Hash), short12(res.Checkpoint.Hash))
+	if res.Steps != cfg.Steps || res.Checkpoint != full.Checkpoint {
+		t.Fatalf("continued run %+v, uninterrupted %+v", res, full)
+	}
+	if os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
+		record(t, c, resID, we.GetRunID(), "testdata/pipe_resumed_run.json")
+	}
 }

@@ -125,4 +125,11 @@ const (
 	// starts. Before it validation refused the combination, so no earlier
 	// history meets it.
 	changePipelineActiveAnchors = "pipeline-active-anchors"
+	// changePipelineResume (version 1, asked only by runs with
+	// pipeline.max_off_policy d > 0 started with ResumeFrom): the run
+	// continues the old run's pipeline (pipeline.go, resumePipeline): steps
+	// S..S+d start with the copied samplers, the anchor fractions ResumeRun
+	// rebuilds and the world-model versions of their refreshes, made again.
+	// Before it such a run was refused, so no earlier history meets it.
+	changePipelineResume = "pipeline-resume"
 )
