@@ -17,6 +17,10 @@ type RunExample struct {
 	Card    []float64
 	Program string
 	Score   float64
+	// Weight is the example's weight against a base example's 1, in
+	// (0, 1]; 0 means 1. A refresh weighted toward the current policy
+	// (world_model.refresh.half_life) gives older executions less.
+	Weight float64
 }
 
 // BaseData regenerates the original training data of a frozen model from
@@ -55,14 +59,16 @@ func BaseExamples(base *Model, s *suite.Suite, recs []Record) ([]Example, error)
 	if err := checkBase(base, s); err != nil {
 		return nil, err
 	}
-	ex, err := examplesOf(s, recs)
+	fs := base.FeatureSet()
+	ex, err := examplesOf(s, recs, fs)
 	if err != nil {
 		return nil, fmt.Errorf("world model base data: %w", err)
 	}
-	m, err := FitLinear(ex, FeatureNames(), base.Fit.Options())
+	m, err := FitLinear(ex, fs.Names(), base.Fit.Options())
 	if err != nil {
 		return nil, fmt.Errorf("world model base data: %w", err)
 	}
+	m.setFeatures(fs)
 	m.Fit.SuiteSeed, m.Fit.SuiteHash = s.Options.Seed, s.Hash
 	m.Fit.SamplesPerTask, m.Fit.Seed, m.Fit.Tasks = base.Fit.SamplesPerTask, base.Fit.Seed, len(s.Split(suite.Train))
 	got, err := m.Marshal()
@@ -92,14 +98,33 @@ func checksumOf(artefact []byte) string {
 // from BaseData) plus a run's own executions, with the frozen model's
 // regularisation: the on-policy world model. The result is a pure function
 // of its inputs and their order; its Fit records the base model and the
-// number of run examples. A run example whose program does not parse is an
-// error (the world model scored it, so it parsed when the run sampled it).
+// number of run examples. The refreshed model reads the base model's
+// feature set. Run examples carry their weights (RunExample.Weight, base
+// examples weigh 1); when every weight is 1 the fit is the unweighted one.
+// A run example whose program does not parse is an error (the world model
+// scored it, so it parsed when the run sampled it).
 func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 	if base.Fit.Base != "" {
 		return nil, fmt.Errorf("refit world model: the base is itself refreshed (from %.12s)", base.Fit.Base)
 	}
+	fs := base.FeatureSet()
 	examples := make([]Example, 0, len(baseData)+len(run))
 	examples = append(examples, baseData...)
+	var weights []float64
+	for i, r := range run {
+		if w := r.Weight; w != 0 && w != 1 {
+			if !(w > 0 && w < 1) {
+				return nil, fmt.Errorf("refit world model: run example %d (%s): weight %v, want (0, 1]", i, r.Group, w)
+			}
+			if weights == nil {
+				weights = make([]float64, len(baseData)+len(run))
+				for j := range weights {
+					weights[j] = 1
+				}
+			}
+			weights[len(baseData)+i] = w
+		}
+	}
 	for i, r := range run {
 		if len(r.Card) != suite.VectorLen {
 			return nil, fmt.Errorf("refit world model: run example %d (%s): card vector of length %d, want %d", i, r.Group, len(r.Card), suite.VectorLen)
@@ -108,17 +133,18 @@ func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("refit world model: run example %d (%s): %w", i, r.Group, err)
 		}
-		examples = append(examples, Example{Group: "run/" + r.Group, X: Features(r.Card, p), Y: r.Score})
+		examples = append(examples, Example{Group: "run/" + r.Group, X: fs.Features(r.Card, p), Y: r.Score})
 	}
 	sealed, err := base.Marshal()
 	if err != nil {
 		return nil, err
 	}
 	baseSum := checksumOf(sealed)
-	m, err := FitLinear(examples, FeatureNames(), base.Fit.Options())
+	m, err := FitWeighted(examples, weights, fs.Names(), base.Fit.Options())
 	if err != nil {
 		return nil, fmt.Errorf("refit world model: %w", err)
 	}
+	m.setFeatures(fs)
 	info := base.Fit
 	info.Samples, info.TrainMSE, info.TrainSpearman = m.Fit.Samples, m.Fit.TrainMSE, m.Fit.TrainSpearman
 	info.Base, info.RunExamples = baseSum, len(run)
