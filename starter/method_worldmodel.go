@@ -41,7 +41,8 @@ The stored model (embedded in wmrl) is rebuilt byte for byte by
 eval measures it on random programs of held-out tasks; anchors measures it on
 the programs training runs actually sampled (their anchor groups).`,
 	}
-	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(cf, options))
+	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(cf, options),
+		newWorldModelOnPolicyCmd(options))
 	return cmd
 }
 

@@ -119,6 +119,12 @@ type TrainItem struct {
 	// Group names the item's group (one task of one step) and Key its
 	// trajectory (SampleKey), for metrics and messages.
 	Group, Key string
+	// Step is the step the item was executed at.
+	Step int
+	// Weight is how much the item counts against one of the world model's
+	// own training examples, in (0, 1] (world_model.refresh.half_life);
+	// 0 means 1.
+	Weight float64
 }
 
 // Refreshed is a retrained world model: its artefact (the bytes Open reads

@@ -3,6 +3,7 @@ package runconfig
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,25 @@ func TestFeaturesAndHalfLife(t *testing.T) {
 	}
 	if !back.WorldModel.FeaturesV2On() || Default().WorldModel.FeaturesV2On() {
 		t.Error("FeaturesV2On")
+	}
+}
+
+func TestRefreshWeight(t *testing.T) {
+	tests := []struct {
+		give        Refresh
+		step, after int
+		want        float64
+	}{
+		{Refresh{Every: 5}, 0, 29, 1},
+		{Refresh{Every: 5, HalfLife: 5}, 29, 29, 1},
+		{Refresh{Every: 5, HalfLife: 5}, 24, 29, 0.5},
+		{Refresh{Every: 5, HalfLife: 5}, 19, 29, 0.25},
+		{Refresh{Every: 5, HalfLife: 2.5}, 24, 29, 0.25},
+		{Refresh{Every: 5, HalfLife: 0.001}, 0, 100000, 5e-324},
+	}
+	for _, tt := range tests {
+		if got := tt.give.Weight(tt.step, tt.after); math.Abs(got-tt.want) > 1e-12 || !(got > 0) {
+			t.Errorf("%+v.Weight(%d, %d) = %v, want %v", tt.give, tt.step, tt.after, got, tt.want)
+		}
 	}
 }

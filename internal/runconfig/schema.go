@@ -1,6 +1,7 @@
 package runconfig
 
 import (
+	"math"
 	"time"
 
 	"github.com/wmrl/wmrl/internal/advantage"
@@ -234,6 +235,18 @@ type Refresh struct {
 	Every    int     `yaml:"every" json:"every,omitempty"`
 	MinPairs int     `yaml:"min_pairs" json:"min_pairs,omitempty"`
 	HalfLife float64 `yaml:"half_life" json:"half_life,omitempty"`
+}
+
+// Weight is the weight of a run's anchor execution of step in the refresh
+// after refreshStep, against a base example's 1:
+// 0.5^((refreshStep − step)/HalfLife), 1 for the newest step and for every
+// step when HalfLife is 0. A weight too small to represent is the smallest
+// positive float64, so that an old execution never weighs 0.
+func (r Refresh) Weight(step, refreshStep int) float64 {
+	if r.HalfLife == 0 || step >= refreshStep {
+		return 1
+	}
+	return math.Max(math.Pow(0.5, float64(refreshStep-step)/r.HalfLife), math.SmallestNonzeroFloat64)
 }
 
 // Feature sets of the built-in world model (WorldModel.Features).

@@ -151,3 +151,4 @@ func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 	m.Fit = info
 	return m, nil
 }
+

@@ -92,7 +92,10 @@ func (w *WorldModel) Refresh(ctx context.Context, items []backend.TrainItem) (ba
 		if !(it.Score >= 0 && it.Score <= 1) {
 			return backend.Refreshed{}, backend.Permanent(fmt.Errorf("%s: refresh: score %v, want [0,1]", it.Key, it.Score))
 		}
-		run[i] = worldmodel.RunExample{Group: it.Group, Card: it.Task.Features, Program: it.Solution, Score: it.Score}
+		if it.Weight < 0 || it.Weight > 1 || it.Weight != it.Weight {
+			return backend.Refreshed{}, backend.Permanent(fmt.Errorf("%s: refresh: weight %v, want (0,1]", it.Key, it.Weight))
+		}
+		run[i] = worldmodel.RunExample{Group: it.Group, Card: it.Task.Features, Program: it.Solution, Score: it.Score, Weight: it.Weight}
 	}
 	m, err := worldmodel.Refit(base, data, run)
 	if err != nil {
