@@ -24,13 +24,16 @@ import (
 
 // policyTrajectory is one executed program of the reference loop.
 type policyTrajectory struct {
-	Step    int     `json:"step"`
-	Group   int     `json:"group"`
-	Sample  int     `json:"sample"`
-	Task    string  `json:"task"`
-	Program string  `json:"program"`
-	Score   float64 `json:"score"`
-	Anchor  bool    `json:"anchor"`
+	// SuiteSeed is the suite the task belongs to: task ids repeat across
+	// suites, so --load checks it against --suite-seed.
+	SuiteSeed uint64  `json:"suite_seed"`
+	Step      int     `json:"step"`
+	Group     int     `json:"group"`
+	Sample    int     `json:"sample"`
+	Task      string  `json:"task"`
+	Program   string  `json:"program"`
+	Score     float64 `json:"score"`
+	Anchor    bool    `json:"anchor"`
 }
 
 // onPolicyVariant is one world model replayed over the trajectories.
@@ -60,6 +63,7 @@ func newWorldModelOnPolicyCmd(options suiteOptionsFunc) *cobra.Command {
 		halfLife     float64
 		save, load   string
 		baseLog      string
+		modelPaths   = map[worldmodel.FeatureSet]*string{worldmodel.FeaturesV1: new(string), worldmodel.FeaturesV2: new(string)}
 		asJSON       bool
 	)
 	cmd := &cobra.Command{
@@ -73,7 +77,8 @@ them. For every range of --every steps it prints the mean within-group
 Spearman correlation of each world model's scores with the real ones on all
 of the step's groups, as 'wmrl worldmodel anchors --executed' does:
 
-  v1, v2           the stored models (default.json, default-v2.json), frozen
+  v1, v2           the stored models (default.json, default-v2.json; or
+                   --model, --model-v2), frozen
   v1+r, v2+r       refreshed as world_model.refresh.every E would: after
                    step s with (s+1) % E == 0, refit on the frozen model's
                    training data plus the anchor groups' executions of steps
@@ -84,7 +89,8 @@ of the step's groups, as 'wmrl worldmodel anchors --executed' does:
 
 The frozen models' training data is regenerated (1536 executions) or read
 from --base-log (the JSON lines of 'wmrl worldmodel fit --log'), and checked
-to give both stored models back byte for byte. --save writes the loop's
+to give both models back byte for byte: they must be fitted on the same
+executions. --save writes the loop's
 trajectories as JSON lines; --load reads them instead of running the loop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -111,6 +117,11 @@ trajectories as JSON lines; --load reads them instead of running the loop.`,
 				if trs, err = readTrajectories(load); err != nil {
 					return err
 				}
+				for _, t := range trs {
+					if t.SuiteSeed != suiteSeed {
+						return usagef("--load %s: trajectories of suite %d, but --suite-seed is %d", load, t.SuiteSeed, suiteSeed)
+					}
+				}
 			} else {
 				s, err := loadSuiteForCmd(cmd, options(suiteSeed))
 				if err != nil {
@@ -127,8 +138,19 @@ trajectories as JSON lines; --load reads them instead of running the loop.`,
 			}
 			models := map[worldmodel.FeatureSet]*worldmodel.Model{}
 			for _, fs := range worldmodel.FeatureSets() {
-				if models[fs], err = worldmodel.DefaultFor(fs); err != nil {
+				flag := "--model"
+				if fs != worldmodel.FeaturesV1 {
+					flag += "-" + string(fs)
+				}
+				if path := *modelPaths[fs]; path != "" {
+					if models[fs], err = loadModelFile(path); err != nil {
+						return fmt.Errorf("%s: %w", flag, err)
+					}
+				} else if models[fs], err = worldmodel.DefaultFor(fs); err != nil {
 					return err
+				}
+				if got := models[fs].FeatureSet(); got != fs {
+					return usagef("%s: the artefact reads feature set %s, want %s", flag, got, fs)
 				}
 			}
 			v1 := models[worldmodel.FeaturesV1]
@@ -200,6 +222,8 @@ trajectories as JSON lines; --load reads them instead of running the loop.`,
 	f.StringVar(&save, "save", "", "write the loop's trajectories here (JSON lines)")
 	f.StringVar(&load, "load", "", "read trajectories from here instead of running the loop")
 	f.StringVar(&baseLog, "base-log", "", "the stored models' training executions (wmrl worldmodel fit --log)")
+	f.StringVar(modelPaths[worldmodel.FeaturesV1], "model", "", "the v1 world model (default: the stored one)")
+	f.StringVar(modelPaths[worldmodel.FeaturesV2], "model-v2", "", "the v2 world model (default: the stored one)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -237,7 +261,7 @@ func referenceLoop(ctx context.Context, progress io.Writer, s *suite.Suite, cfg 
 			isAnchor[g] = true
 		}
 		for _, t := range r.Trajectories {
-			out = append(out, policyTrajectory{Step: step, Group: t.Group, Sample: t.Sample, Task: t.TaskID, Program: t.Program,
+			out = append(out, policyTrajectory{SuiteSeed: cfg.SuiteSeed, Step: step, Group: t.Group, Sample: t.Sample, Task: t.TaskID, Program: t.Program,
 				Score: t.Result.Score, Anchor: isAnchor[t.Group]})
 		}
 		fmt.Fprintf(progress, "step %d: mean reward %.4f\n", step, r.MeanScore)

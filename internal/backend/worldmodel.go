@@ -121,9 +121,8 @@ type TrainItem struct {
 	Group, Key string
 	// Step is the step the item was executed at.
 	Step int
-	// Weight is how much the item counts against one of the world model's
-	// own training examples, in (0, 1] (world_model.refresh.half_life);
-	// 0 means 1.
+	// Weight is how much the item counts relative to the run's other items,
+	// finite and > 0 (world_model.refresh.half_life); 0 means 1.
 	Weight float64
 }
 

@@ -228,19 +228,20 @@ type WorldModel struct {
 // "On-policy world model"). Every 0 means never: the frozen model.
 //
 // HalfLife, in steps, weights the run's examples toward the current policy:
-// an anchor execution of step t counts 0.5^((s − t)/HalfLife) of a base
-// example in the refresh after step s (the newest step's count fully); 0
-// (the default) weighs every one as a base example.
+// in the refresh after step s an anchor execution of step t weighs
+// 0.5^((s − t)/HalfLife) relative to the others (Weight), and the run's
+// weights are scaled to sum to its number of executions, so the run counts
+// against the base data as much as without weights; 0 (the default) weighs
+// every one as a base example.
 type Refresh struct {
 	Every    int     `yaml:"every" json:"every,omitempty"`
 	MinPairs int     `yaml:"min_pairs" json:"min_pairs,omitempty"`
 	HalfLife float64 `yaml:"half_life" json:"half_life,omitempty"`
 }
 
-// Weight is the weight of a run's anchor execution of step in the refresh
-// after refreshStep, against a base example's 1:
-// 0.5^((refreshStep − step)/HalfLife), 1 for the newest step and for every
-// step when HalfLife is 0. A weight too small to represent is the smallest
+// Weight is the relative weight of a run's anchor execution of step in the
+// refresh after refreshStep: 0.5^((refreshStep − step)/HalfLife), 1 for the
+// newest step and for every step when HalfLife is 0. A weight too small to represent is the smallest
 // positive float64, so that an old execution never weighs 0.
 func (r Refresh) Weight(step, refreshStep int) float64 {
 	if r.HalfLife == 0 || step >= refreshStep {

@@ -3,6 +3,7 @@ package worldmodel
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -17,9 +18,13 @@ type RunExample struct {
 	Card    []float64
 	Program string
 	Score   float64
-	// Weight is the example's weight against a base example's 1, in
-	// (0, 1]; 0 means 1. A refresh weighted toward the current policy
-	// (world_model.refresh.half_life) gives older executions less.
+	// Weight is the example's weight relative to the other run examples,
+	// > 0; 0 means 1. Refit scales the run's weights to sum to their
+	// number, so that the run as a whole counts as many base examples as
+	// it has executions, as without weights, and only the share among
+	// them moves: a refresh weighted toward the current policy
+	// (world_model.refresh.half_life) gives older executions less and the
+	// newest more.
 	Weight float64
 }
 
@@ -99,8 +104,9 @@ func checksumOf(artefact []byte) string {
 // regularisation: the on-policy world model. The result is a pure function
 // of its inputs and their order; its Fit records the base model and the
 // number of run examples. The refreshed model reads the base model's
-// feature set. Run examples carry their weights (RunExample.Weight, base
-// examples weigh 1); when every weight is 1 the fit is the unweighted one.
+// feature set. Run examples carry relative weights (RunExample.Weight),
+// scaled to sum to the number of run examples; base examples weigh 1.
+// When every weight is 1 the fit is the unweighted one, byte for byte.
 // A run example whose program does not parse is an error (the world model
 // scored it, so it parsed when the run sampled it).
 func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
@@ -110,20 +116,9 @@ func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 	fs := base.FeatureSet()
 	examples := make([]Example, 0, len(baseData)+len(run))
 	examples = append(examples, baseData...)
-	var weights []float64
-	for i, r := range run {
-		if w := r.Weight; w != 0 && w != 1 {
-			if !(w > 0 && w < 1) {
-				return nil, fmt.Errorf("refit world model: run example %d (%s): weight %v, want (0, 1]", i, r.Group, w)
-			}
-			if weights == nil {
-				weights = make([]float64, len(baseData)+len(run))
-				for j := range weights {
-					weights[j] = 1
-				}
-			}
-			weights[len(baseData)+i] = w
-		}
+	weights, err := runWeights(len(baseData), run)
+	if err != nil {
+		return nil, err
 	}
 	for i, r := range run {
 		if len(r.Card) != suite.VectorLen {
@@ -152,3 +147,39 @@ func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 	return m, nil
 }
 
+// runWeights returns the weights of base examples (1) and run examples
+// (RunExample.Weight scaled to sum to len(run)), or nil when every run
+// weight is 1 (or 0, meaning 1): the unweighted fit.
+func runWeights(nBase int, run []RunExample) ([]float64, error) {
+	var sum float64
+	unweighted := true
+	for i, r := range run {
+		w := r.Weight
+		if w == 0 {
+			w = 1
+		}
+		if !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("refit world model: run example %d (%s): weight %v, want finite and > 0", i, r.Group, r.Weight)
+		}
+		unweighted = unweighted && w == 1
+		sum += w
+	}
+	if unweighted {
+		return nil, nil
+	}
+	weights := make([]float64, nBase+len(run))
+	for i := range nBase {
+		weights[i] = 1
+	}
+	scale := float64(len(run)) / sum
+	for i, r := range run {
+		w := r.Weight
+		if w == 0 {
+			w = 1
+		}
+		// A weight scaled below the smallest positive float64 stays
+		// positive.
+		weights[nBase+i] = math.Max(w*scale, math.SmallestNonzeroFloat64)
+	}
+	return weights, nil
+}

@@ -229,8 +229,7 @@ func TestFitWeighted(t *testing.T) {
 
 // TestRefitV2Weighted: a v2 model fitted and refreshed on real executions
 // keeps its feature set through the artefact; run weights of 1 are the
-// unweighted refit, smaller ones move it, and out-of-range ones are
-// refused.
+// unweighted refit, unequal ones move it, and bad ones are refused.
 func TestRefitV2Weighted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real executions")
@@ -299,9 +298,41 @@ func TestRefitV2Weighted(t *testing.T) {
 	if _, err := Load(c); err != nil {
 		t.Fatalf("load weighted refit: %v", err)
 	}
-	run[0].Weight = 1.5
-	if _, err := Refit(base, data, run); err == nil || !strings.Contains(err.Error(), "weight") {
-		t.Errorf("run weight 1.5: %v", err)
+	// Only relative weights matter: the run counts as many base examples
+	// as it has executions. Equal weights are the unweighted refit, and
+	// scaling every weight leaves the refit as it is.
+	for i := range run {
+		run[i].Weight = 0.5
+	}
+	if half, err := Refit(base, data, run); err != nil {
+		t.Fatal(err)
+	} else if d, _ := half.Marshal(); string(d) != string(a) {
+		t.Fatal("equal run weights of 0.5 change the refit")
+	}
+	for i := range run {
+		run[i].Weight = 1
+		if i < 8 {
+			run[i].Weight = 0.25 * 3
+		} else {
+			run[i].Weight = 3
+		}
+	}
+	scaled, err := Refit(base, data, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range run {
+		x, _ := scaled.PredictText(r.Card, r.Program)
+		y, _ := weighted.PredictText(r.Card, r.Program)
+		if math.Abs(x-y) > 1e-9 {
+			t.Fatalf("weights scaled by 3 move a prediction from %v to %v", y, x)
+		}
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		run[0].Weight = bad
+		if _, err := Refit(base, data, run); err == nil || !strings.Contains(err.Error(), "weight") {
+			t.Errorf("run weight %v: %v", bad, err)
+		}
 	}
 }
 
