@@ -117,4 +117,12 @@ const (
 	// times longer. Single-shot evaluations never reach the check; before
 	// it a multi-turn policy was evaluated on its turn 1.
 	changeEvalAttempts = "eval-attempts"
+	// changeUnexecutedTurns (version 1, asked only in multi-turn steps,
+	// with changeTurns): a real turn that executed nothing (a request_info
+	// or malformed turn: ExecuteResponse.Unexecuted) is counted in the
+	// step's metrics as Unexecuted, not as an execution, and adds no CPU or
+	// wall seconds; before it, every real turn counted in Executed. It adds
+	// no command but the marker and changes no activity's input but
+	// FinishStep's metrics: the training is the same.
+	changeUnexecutedTurns = "unexecuted-turns"
 )
