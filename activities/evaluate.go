@@ -203,7 +203,8 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 // the training turns' Previous), or BestOf independent single-shot
 // attempts. A turn's action is read as a training turn's (turnAction): a
 // request_info or malformed turn executes nothing and is answered as in
-// training (answerUnexecuted), counted apart from the executions. Attempt t of sample i has the seeds plan.EvalTurnSampleSeed and
+// training (answerUnexecuted), counted apart from the executions. Attempt
+// t of sample i has the seeds plan.EvalTurnSampleSeed and
 // plan.EvalTurnExecSeed, so attempt 1 is the single-shot evaluation's
 // program and execution. A sample's row holds the attempt reduction
 // chooses (turns.ReduceAt over the ladder scores of its graded attempts:
