@@ -123,6 +123,7 @@ const (
 	// step's metrics as Unexecuted, not as an execution, and adds no CPU or
 	// wall seconds; before it, every real turn counted in Executed. It adds
 	// no command but the marker and changes no activity's input but
-	// FinishStep's metrics: the training is the same.
+	// FinishStep's metrics: the training is the same. Recorded:
+	// testdata/v8_turns_*.json (TestIntegrationTurns).
 	changeUnexecutedTurns = "unexecuted-turns"
 )
