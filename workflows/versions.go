@@ -117,6 +117,21 @@ const (
 	// times longer. Single-shot evaluations never reach the check; before
 	// it a multi-turn policy was evaluated on its turn 1.
 	changeEvalAttempts = "eval-attempts"
+	// changePipelineActiveAnchors (version 1, asked only in steps of runs
+	// with pipeline.max_off_policy d > 0 and anchors.active, with
+	// changeActiveAnchors): the step's AnchorUncertainty reads the anchor
+	// pairs of steps 0..s−d−1 and the map of step s−d−1
+	// (AnchorUncertaintyRequest.Lag = d), the steps complete before step s
+	// starts. Before it validation refused the combination, so no earlier
+	// history meets it.
+	changePipelineActiveAnchors = "pipeline-active-anchors"
+	// changePipelineResume (version 1, asked only by runs with
+	// pipeline.max_off_policy d > 0 started with ResumeFrom): the run
+	// continues the old run's pipeline (pipeline.go, resumePipeline): steps
+	// S..S+d start with the copied samplers, the anchor fractions ResumeRun
+	// rebuilds and the world-model versions of their refreshes, made again.
+	// Before it such a run was refused, so no earlier history meets it.
+	changePipelineResume = "pipeline-resume"
 	// changeUnexecutedTurns (version 1, asked only in multi-turn steps,
 	// with changeTurns): a real turn that executed nothing (a request_info
 	// or malformed turn: ExecuteResponse.Unexecuted) is counted in the

@@ -167,26 +167,15 @@ func (c Config) checkTrajectory() []func() error {
 }
 
 // checkPipeline checks the pipeline section. Zeros are the defaults. The
-// workflows run d > 0 (docs/design.md, "Asynchronous pipeline") for
-// single-shot trajectories without active anchor selection; with those,
-// d > 0 is refused.
+// workflows run any d in range (docs/design.md, "Asynchronous pipeline"):
+// single-shot and multi-turn trajectories (every turn of step t sampled
+// from checkpoint max(0, t−d)), with or without active anchor selection
+// (whose uncertainties at step t read steps 0..t−d−1).
 func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
 		func() error {
-			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
-				return err
-			}
-			switch {
-			case p.MaxOffPolicy == 0:
-			case c.Trajectory.MultiTurn():
-				return bad("pipeline.max_off_policy", "%d with trajectory.turns %d: the asynchronous pipeline of multi-turn "+
-					"trajectories is not built; use 0 (the sequential step)", p.MaxOffPolicy, c.Trajectory.TurnCount())
-			case c.Anchors.Active.Enabled:
-				return bad("pipeline.max_off_policy", "%d with anchors.active: active anchor selection reads the steps "+
-					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
-			}
-			return nil
+			return intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy)
 		},
 		func() error {
 			if e := p.Clip; !finite(e) || e < 0 || e >= 1 {
