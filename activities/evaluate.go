@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/wmrl/wmrl/internal/backend"
+	"github.com/wmrl/wmrl/internal/executor"
 	"github.com/wmrl/wmrl/internal/plan"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/telemetry"
@@ -118,9 +119,13 @@ func (r EvaluateRequest) Validate() error {
 
 // EvaluateResponse counts the executions of this attempt.
 type EvaluateResponse struct {
-	// Executed counts the samples executed by this attempt; Resumed the
-	// samples an earlier attempt had stored (from its heartbeat).
+	// Executed counts the executions of this attempt (a sample's, or each
+	// of its executed turns or attempts); Unexecuted the turns that
+	// executed nothing (a multi-turn sample's request_info and malformed
+	// turns); Resumed the samples an earlier attempt had stored (from its
+	// heartbeat).
 	Executed   int     `json:"executed"`
+	Unexecuted int     `json:"unexecuted,omitempty"`
 	Resumed    int     `json:"resumed"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
@@ -196,7 +201,10 @@ func (a *Activities) Evaluate(ctx context.Context, req EvaluateRequest) (Evaluat
 // sample: Turns real turns, turn t > 1 sampled from the previous turn's
 // program and its grade (status and score bucket, turns.GraderAnswer, as
 // the training turns' Previous), or BestOf independent single-shot
-// attempts. Attempt t of sample i has the seeds plan.EvalTurnSampleSeed and
+// attempts. A turn's action is read as a training turn's (turnAction): a
+// request_info or malformed turn executes nothing and is answered as in
+// training (answerUnexecuted), counted apart from the executions. Attempt
+// t of sample i has the seeds plan.EvalTurnSampleSeed and
 // plan.EvalTurnExecSeed, so attempt 1 is the single-shot evaluation's
 // program and execution. A sample's row holds the attempt reduction
 // chooses (turns.ReduceAt over the ladder scores of its graded attempts:
@@ -242,6 +250,7 @@ func (a *Activities) evaluateAttempts(ctx context.Context, req EvaluateRequest, 
 	for i := start; i < req.Samples; i++ {
 		progs, grades := make([]string, n), make([]backend.Grade, n)
 		var prev []backend.Previous
+		unexecuted := 0
 		for t := 1; t <= n; t++ {
 			key := backend.EvalKey(req.RunID, version, task.ID, i)
 			if t > 1 {
@@ -261,6 +270,23 @@ func (a *Activities) evaluateAttempts(ctx context.Context, req EvaluateRequest, 
 			} else {
 				progs[t-1] = batch[i*n+t-1]
 			}
+			if multi {
+				act, err := a.turnAction(ctx, req.RunID, progs[t-1])
+				if err != nil {
+					return EvaluateResponse{}, err
+				}
+				if act.Kind != backend.ActionExecuteCode {
+					ans, err := a.answerUnexecuted(ctx, req.RunID, task, act)
+					if err != nil {
+						return EvaluateResponse{}, err
+					}
+					grades[t-1] = gradeOfUnexecuted(ans)
+					unexecuted++
+					resp.Unexecuted++
+					prev = []backend.Previous{previousAttempt(progs[t-1], ans)}
+					continue
+				}
+			}
 			g, err := a.grade(ctx, req.RunID, backend.GradeItem{Task: task, Solution: progs[t-1],
 				Seed: plan.EvalTurnExecSeed(req.Seed, version, task.ID, i, t), Key: key}, req.Limits, req.Budget, what,
 				telemetry.PhaseHeldOut)
@@ -276,6 +302,7 @@ func (a *Activities) evaluateAttempts(ctx context.Context, req EvaluateRequest, 
 		if ev, ok, err := reduceAttempts(req, task.ID, i, how, word, progs, grades); err != nil {
 			return EvaluateResponse{}, invalid(err)
 		} else if ok {
+			ev.Unexecuted = unexecuted
 			if _, err := a.Store.SaveEvaluations(ctx, []store.Evaluation{ev}); err != nil {
 				return EvaluateResponse{}, err
 			}
@@ -283,6 +310,15 @@ func (a *Activities) evaluateAttempts(ctx context.Context, req EvaluateRequest, 
 		heartbeat(ctx, i+1)
 	}
 	return resp, nil
+}
+
+// gradeOfUnexecuted is the answer to a turn that executed nothing as the
+// grade reduceAttempts reads: a malformed turn's the ladder's rung of
+// reward 0 (graded), a request_info turn's no verdict, so that, as in
+// training (turns.NoExecuteTurn), a sample whose turns are all
+// request_info scores 0 rather than being left out.
+func gradeOfUnexecuted(ans turns.Answer) backend.Grade {
+	return backend.Grade{Graded: ans.Graded, Status: ans.Status, Score: ans.Score, Feedback: ans.Feedback}
 }
 
 // previousAttempt is an attempt and its answer as the next turn's policy
@@ -303,17 +339,29 @@ func previousAttempt(text string, ans turns.Answer) backend.Previous {
 func reduceAttempts(req EvaluateRequest, taskID string, i int, how, word string, progs []string,
 	grades []backend.Grade) (store.Evaluation, bool, error) {
 	rewards := make([]*float64, len(grades))
+	statuses := make([]string, len(grades))
 	var cpu, wall float64
 	for t, g := range grades {
 		if g.Graded {
 			rewards[t] = &grades[t].Score
 		}
+		statuses[t] = g.Status
 		cpu += g.CPUSeconds
 		wall += g.WallSeconds
 	}
 	at, err := turns.ReduceAt(rewards, how)
-	if err != nil || at < 0 {
+	if err != nil {
 		return store.Evaluation{}, false, err
+	}
+	if at < 0 && word == "turn" && turns.NoExecuteTurn(statuses) {
+		// Only request_info turns: the sample executed nothing and scores
+		// 0, as a training trajectory does (ReduceTurns).
+		return store.Evaluation{Run: req.RunID, Step: req.Checkpoint.Version, TaskID: taskID, Sample: i,
+			Program: progs[len(progs)-1], Executions: len(grades), Result: executor.Result{Status: executor.StatusInvalidProgram,
+				Detail: fmt.Sprintf("%s over %d turns: no execute turn (all request_info)", how, len(grades))}}, true, nil
+	}
+	if at < 0 {
+		return store.Evaluation{}, false, nil
 	}
 	r := resultOf(grades[at])
 	r.CPUSeconds, r.WallSeconds = cpu, wall

@@ -70,6 +70,20 @@ func TestReduceAttempts(t *testing.T) {
 	if _, _, err := reduceAttempts(req, "task", 0, "mean", "turn", progs, []backend.Grade{fail, fail, fail}); err == nil {
 		t.Error("reduction mean: no error")
 	}
+	// Turns that executed nothing: request_info only scores 0, as a
+	// training trajectory; a malformed turn is the ladder's rung of 0.
+	info := gradeOfUnexecuted(turns.InfoAnswer("columns"))
+	ev, got, err := reduceAttempts(req, "task", 1, turns.Max, "turn", progs, []backend.Grade{info, info, info})
+	if err != nil || !got || ev.Result.Status != executor.StatusInvalidProgram || ev.Result.Score != 0 || ev.Executions != 3 ||
+		ev.Result.Detail != "max over 3 turns: no execute turn (all request_info)" {
+		t.Errorf("request_info only: %+v, %v, %v; want a row of invalid_program, 0, no execute turn", ev, got, err)
+	}
+	malformed := gradeOfUnexecuted(turns.MalformedAnswer())
+	ev, got, err = reduceAttempts(req, "task", 1, turns.Max, "turn", progs, []backend.Grade{info, malformed, info})
+	if err != nil || !got || ev.Result.Status != executor.StatusInvalidProgram || ev.Result.Score != 0 ||
+		ev.Result.Detail != "max over 3 turns: turn 2" {
+		t.Errorf("request_info and malformed: %+v, %v, %v; want turn 2's invalid_program, 0", ev, got, err)
+	}
 }
 
 // TestEvaluateRequestAttempts: turns and best_of are bounded, exclusive,

@@ -69,6 +69,12 @@ type ExecuteResponse struct {
 	WallSeconds float64         `json:"wall_seconds"`
 	// Reused is true when the result was already stored (a retry).
 	Reused bool `json:"reused"`
+	// Unexecuted is true for a turn answered without executing anything
+	// (a request_info or malformed turn: ExecuteRequest.Turn > 0 only): it
+	// is no execution and costs nothing. Responses recorded before it
+	// existed lack it, and every one of them was an execution or a
+	// single-shot trajectory's.
+	Unexecuted bool `json:"unexecuted,omitempty"`
 }
 
 func responseOf(r executor.Result, reused bool) ExecuteResponse {

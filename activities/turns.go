@@ -178,7 +178,8 @@ func (a *Activities) turnOf(ctx context.Context, k store.Key, turn int) (store.T
 
 // executeResponseOf is a turn's stored answer as Execute's response.
 func executeResponseOf(a store.Answer, reused bool) ExecuteResponse {
-	r := ExecuteResponse{Status: executor.Status(a.Status), CPUSeconds: a.CPUSeconds, WallSeconds: a.WallSeconds, Reused: reused}
+	r := ExecuteResponse{Status: executor.Status(a.Status), CPUSeconds: a.CPUSeconds, WallSeconds: a.WallSeconds, Reused: reused,
+		Unexecuted: a.Unexecuted}
 	if a.Reward != nil {
 		r.Score = *a.Reward
 	}
@@ -187,9 +188,12 @@ func executeResponseOf(a store.Answer, reused bool) ExecuteResponse {
 
 // executeTurn has the grader execute turn req.Turn's action and stores the
 // answer: the observation (turns.Render of the verdict), the status, the
-// reward and the cost. A turn already answered is returned without running
-// again. An ungraded verdict is stored too (status ungraded, no reward), so
-// the trajectory's next turn has an answer to read.
+// reward and the cost. A request_info or malformed turn executes nothing
+// (answerUnexecuted): its answer, and the response, say so (Unexecuted). A
+// turn already answered is returned without running again, Unexecuted as
+// its action's kind says (an answer stored before the column existed
+// reads as executed). An ungraded verdict is stored too (status ungraded,
+// no reward), so the trajectory's next turn has an answer to read.
 func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error) {
 	t, traj, err := a.turnOf(ctx, req.key(), req.Turn)
 	if err != nil {
@@ -198,14 +202,16 @@ func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (Execu
 	if t.Source != store.SourceReal {
 		return ExecuteResponse{}, invalid(fmt.Errorf("%s is answered by the %s, not executed", t.TurnKey, t.Source))
 	}
-	if t.Answer != nil {
-		return executeResponseOf(*t.Answer, true), nil
-	}
-	task, err := a.task(ctx, req.RunID, req.SuiteSeed, traj.TaskID)
+	act, err := a.turnAction(ctx, req.RunID, t.Action)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
-	act, err := a.turnAction(ctx, req.RunID, t.Action)
+	if t.Answer != nil {
+		r := executeResponseOf(*t.Answer, true)
+		r.Unexecuted = act.Kind != backend.ActionExecuteCode
+		return r, nil
+	}
+	task, err := a.task(ctx, req.RunID, req.SuiteSeed, traj.TaskID)
 	if err != nil {
 		return ExecuteResponse{}, err
 	}
@@ -227,7 +233,8 @@ func (a *Activities) executeTurn(ctx context.Context, req ExecuteRequest) (Execu
 	if err != nil {
 		return ExecuteResponse{}, invalid(err)
 	}
-	stored := store.Answer{Observation: obs, Status: ans.Status, CPUSeconds: g.CPUSeconds, WallSeconds: g.WallSeconds}
+	stored := store.Answer{Observation: obs, Status: ans.Status, CPUSeconds: g.CPUSeconds, WallSeconds: g.WallSeconds,
+		Unexecuted: act.Kind != backend.ActionExecuteCode}
 	if ans.Graded {
 		score := ans.Score
 		stored.Reward = &score
@@ -288,7 +295,7 @@ func (a *Activities) scoreTurn(ctx context.Context, req ScoreRequest) (ScoreResp
 		if err != nil {
 			return ScoreResponse{}, invalid(err)
 		}
-		stored := store.Answer{Observation: obs, Status: ans.Status}
+		stored := store.Answer{Observation: obs, Status: ans.Status, Unexecuted: true}
 		if ans.Graded {
 			score := ans.Score
 			stored.Reward = &score

@@ -97,7 +97,9 @@ type inspectTraj struct {
 // inspectTurn is one turn of a multi-turn trajectory: the policy's action,
 // who answered (source), the answer (observation, status, reward; empty
 // while unanswered, reward nil when ungraded), the world model's grade of a
-// real turn and the answer's cost.
+// real turn and the answer's cost; Unexecuted marks an answer given
+// without an execution or a world-model call (a request_info or malformed
+// turn).
 type inspectTurn struct {
 	Turn        int          `json:"turn"`
 	Source      store.Source `json:"source"`
@@ -108,6 +110,7 @@ type inspectTurn struct {
 	WM          *float64     `json:"wm,omitempty"`
 	CPUSeconds  float64      `json:"cpu_seconds"`
 	WMTokens    int          `json:"wm_tokens,omitempty"`
+	Unexecuted  bool         `json:"unexecuted,omitempty"`
 }
 
 func newInspectCmd(cf *connFlags) *cobra.Command {
@@ -223,6 +226,7 @@ func inspectStep(ctx context.Context, st *store.Store, run string, step int) (in
 		x := inspectTurn{Turn: t.Turn, Source: t.Source, Action: t.Action, WM: t.WMReward}
 		if a := t.Answer; a != nil {
 			x.Observation, x.Status, x.Reward, x.CPUSeconds, x.WMTokens = a.Observation, a.Status, a.Reward, a.CPUSeconds, a.WMTokens
+			x.Unexecuted = a.Unexecuted
 		}
 		byTraj[t.Key] = append(byTraj[t.Key], x)
 	}
@@ -296,6 +300,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 	if m := r.Metrics.Step; m != nil {
 		fmt.Fprintf(&b, "metrics      reward %.3f, env %.3f, wm %.3f, anchor groups %d, graded %d/%d, ungraded %d of %d executed, skipped groups %d\n",
 			m.MeanReward, m.MeanEnv, m.MeanWM, m.AnchorGroups, m.Graded, m.Trajectories, m.Ungraded, m.Executed, m.SkippedGroups)
+		if m.Unexecuted > 0 {
+			fmt.Fprintf(&b, "turns        %d real turns executed nothing (request_info, malformed), not counted as executed\n", m.Unexecuted)
+		}
 		if m.Gate != nil {
 			fmt.Fprintf(&b, "gate         %s\n", m.Gate)
 		}
@@ -414,6 +421,9 @@ func printTurns(w io.Writer, ts []inspectTraj, limit int) error {
 			parts[i] = fmt.Sprintf("%d: %s %s", x.Turn, status, num(x.Reward))
 			if x.WM != nil {
 				parts[i] += " (" + num(x.WM) + ")"
+			}
+			if x.Unexecuted {
+				parts[i] += " unexecuted"
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", t.Group, t.Sample, t.Turns[0].Source, strings.Join(parts, " | "))

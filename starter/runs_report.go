@@ -123,7 +123,8 @@ func writeFileAtomic(path string, b []byte) error {
 
 // turnsLine is a multi-turn run's turns on one line: the mean reward by
 // turn index and the share of trajectories that improved after their
-// first turn, for each source.
+// first turn, for each source, and the turns that executed nothing
+// (request_info and malformed turns), when there are any.
 func turnsLine(t runreport.Turns) string {
 	var order []store.Source
 	rewards := map[store.Source][]string{}
@@ -148,6 +149,13 @@ func turnsLine(t runreport.Turns) string {
 	}
 	if len(imp) > 0 {
 		line += "; improved after turn 1: " + strings.Join(imp, ", ")
+	}
+	unexecuted := 0
+	for _, x := range t.ByIndex {
+		unexecuted += x.Unexecuted
+	}
+	if unexecuted > 0 {
+		line += fmt.Sprintf("; %d turns executed nothing (request_info, malformed)", unexecuted)
 	}
 	return line
 }

@@ -369,24 +369,28 @@ func printStatus(w io.Writer, r statusReport) error {
 // turnCost is what a multi-turn step's line adds: its turns per
 // trajectory, its world-model calls over all turns (the answers of the
 // world-model groups' turns and the grades of the real turns), its real
-// turns' executions and their CPU seconds, and the same per turn index.
+// turns' executions and their CPU seconds, the turns of either source that
+// executed nothing (request_info and malformed turns: neither an execution
+// nor a world-model call), and the same per turn index.
 type turnCost struct {
 	Turns      int     `json:"turns"`
 	WMCalls    int     `json:"wm_calls"`
 	Executions int     `json:"executions"`
 	CPUSeconds float64 `json:"cpu_seconds"`
+	Unexecuted int     `json:"unexecuted"`
 	// ByTurn is the cost of each turn index, in turn order.
 	ByTurn []turnIndexCost `json:"by_turn"`
 }
 
 // turnIndexCost is the cost of one turn index of a step: the executions
-// of its real turns (answered), their CPU seconds, and its world-model
-// calls.
+// of its real turns (answered by an execution), their CPU seconds, its
+// world-model calls, and its turns that executed nothing.
 type turnIndexCost struct {
 	Turn       int     `json:"turn"`
 	Executions int     `json:"executions"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	WMCalls    int     `json:"wm_calls"`
+	Unexecuted int     `json:"unexecuted"`
 }
 
 // shortTurns is the most turns a step line breaks its costs down by.
@@ -410,17 +414,19 @@ func stepTurnCost(ctx context.Context, st *store.Store, run string, step int) (*
 	for _, x := range rows {
 		b := &c.ByTurn[x.Turn-1]
 		if x.Source == store.SourceWorldModel {
-			b.WMCalls += x.Answered
+			b.WMCalls += x.Answered - x.Unexecuted
 		} else {
-			b.Executions += x.Answered
+			b.Executions += x.Answered - x.Unexecuted
 		}
 		b.WMCalls += x.WMGraded
 		b.CPUSeconds += x.CPUSeconds
+		b.Unexecuted += x.Unexecuted
 	}
 	for _, b := range c.ByTurn {
 		c.WMCalls += b.WMCalls
 		c.Executions += b.Executions
 		c.CPUSeconds += b.CPUSeconds
+		c.Unexecuted += b.Unexecuted
 	}
 	return c, nil
 }
@@ -439,9 +445,11 @@ func (c *turnCost) perTurn(f func(turnIndexCost) string) string {
 }
 
 // stepLine is one completed step's metrics on one line; tc, for a
-// multi-turn step, adds its turns, its executions' CPU seconds and its
-// world-model calls, per turn when there are at most shortTurns (its
-// executions, counted over all turns, are the metrics' executed).
+// multi-turn step, adds its turns, its executions' CPU seconds, its
+// world-model calls and its turns that executed neither (request_info and
+// malformed turns, when there are any), per turn when there are at most
+// shortTurns (its executions, counted over all turns, are the metrics'
+// executed).
 func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) string {
 	m := s.Metrics
 	executed := fmt.Sprintf("%d executed", m.Executed)
@@ -450,6 +458,10 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) strin
 			tc.perTurn(func(b turnIndexCost) string { return strconv.Itoa(b.Executions) }),
 			tc.CPUSeconds, tc.perTurn(func(b turnIndexCost) string { return fmt.Sprintf("%.3f", b.CPUSeconds) }),
 			tc.WMCalls, tc.perTurn(func(b turnIndexCost) string { return strconv.Itoa(b.WMCalls) }))
+		if tc.Unexecuted > 0 {
+			executed += fmt.Sprintf(", %d unexecuted%s", tc.Unexecuted,
+				tc.perTurn(func(b turnIndexCost) string { return strconv.Itoa(b.Unexecuted) }))
+		}
 	}
 	line := fmt.Sprintf("step %d: rho %.3f, anchors %d groups, %s, reward %.3f, bias %+.3f -> %+.3f",
 		s.Step, m.Rho, m.AnchorGroups, executed, m.MeanReward, m.BiasBefore, m.BiasAfter)

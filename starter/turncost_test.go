@@ -8,8 +8,9 @@ import (
 )
 
 // TestStepLineTurnCost: a multi-turn step's line shows its turns, its
-// executions, their CPU seconds and its world-model calls, each per turn
-// up to shortTurns turns and as totals only beyond.
+// executions, their CPU seconds, its world-model calls and its turns that
+// executed nothing, each per turn up to shortTurns turns and as totals only
+// beyond.
 func TestStepLineTurnCost(t *testing.T) {
 	s := workflows.StepSummary{Step: 1, Metrics: stepsummary.Step{Executed: 8, AnchorGroups: 1, MeanReward: 0.5}}
 	tc := &turnCost{Turns: 2, WMCalls: 20, Executions: 8, CPUSeconds: 0.75, ByTurn: []turnIndexCost{
@@ -25,5 +26,16 @@ func TestStepLineTurnCost(t *testing.T) {
 		"bias +0.000 -> +0.000"
 	if got := stepLine(s, nil, long); got != want {
 		t.Errorf("6 turns:\n got %q\nwant %q", got, want)
+	}
+	// Turns that executed nothing (request_info, malformed) are shown
+	// apart, per turn too.
+	s.Metrics.Executed, s.Metrics.Unexecuted = 7, 1
+	tc.Executions, tc.Unexecuted, tc.WMCalls = 7, 3, 18
+	tc.ByTurn[0].Executions, tc.ByTurn[0].Unexecuted, tc.ByTurn[0].WMCalls = 3, 1, 10
+	tc.ByTurn[1].Unexecuted, tc.ByTurn[1].WMCalls = 2, 8
+	want = "step 1: rho 0.000, anchors 1 groups, 2 turns, 7 executed (3/4), 0.750 CPU-s (0.500/0.250), " +
+		"18 world-model calls (10/8), 3 unexecuted (1/2), reward 0.500, bias +0.000 -> +0.000"
+	if got := stepLine(s, nil, tc); got != want {
+		t.Errorf("2 turns, 3 unexecuted:\n got %q\nwant %q", got, want)
 	}
 }

@@ -68,6 +68,12 @@ type fake struct {
 	// infrastructure error (a database or data-directory outage).
 	failFirst  map[string]int
 	faultCalls map[string]int
+	// unexecuted, when set, picks the turns Execute answers without an
+	// execution (ExecuteResponse.Unexecuted): a request_info turn (status
+	// info) or, with malformed, a malformed one (invalid_program, 0).
+	unexecuted func(r activities.ExecuteRequest) (unexecuted, malformed bool)
+	// reduces are the ReduceTurns requests.
+	reduces []activities.ReduceTurnsRequest
 }
 
 // fault counts a call of activity name (of group g; -1: not a group's) and
@@ -183,7 +189,22 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			if fail {
 				return activities.ExecuteResponse{}, fmt.Errorf("docker daemon down")
 			}
+			if f.unexecuted != nil {
+				if un, malformed := f.unexecuted(r); malformed {
+					return activities.ExecuteResponse{Status: executor.StatusInvalidProgram, Unexecuted: true}, nil
+				} else if un {
+					return activities.ExecuteResponse{Status: backend.StatusInfo, Unexecuted: true}, nil
+				}
+			}
 			return activities.ExecuteResponse{Status: executor.StatusOK, Score: 0.75, CPUSeconds: 0.5, WallSeconds: 0.6}, nil
+		}).Maybe()
+	env.OnActivity(a.ReduceTurns, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.ReduceTurnsRequest) (activities.ReduceTurnsResponse, error) {
+			f.count("ReduceTurns")
+			f.mu.Lock()
+			f.reduces = append(f.reduces, r)
+			f.mu.Unlock()
+			return activities.ReduceTurnsResponse{}, nil
 		}).Maybe()
 	env.OnActivity(a.RecordAnchors, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, r activities.RecordAnchorsRequest) (activities.RecordAnchorsResponse, error) {

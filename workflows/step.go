@@ -393,10 +393,16 @@ func (s *stepRun) executeDone(group, sample int, err error) (graded bool, _ erro
 	return false, nil
 }
 
-// countExecutions adds the executions to the step's metrics, in index order.
-func (s *stepRun) countExecutions(execs []activities.ExecuteResponse, graded []bool) {
+// countExecutions adds the executions to the step's metrics, in index order;
+// with apart (changeUnexecutedTurns), a turn that executed nothing
+// (ExecuteResponse.Unexecuted) counts as Unexecuted instead, without cost.
+func (s *stepRun) countExecutions(execs []activities.ExecuteResponse, graded []bool, apart bool) {
 	m := &s.res.Metrics
 	for i, e := range execs {
+		if apart && e.Unexecuted {
+			m.Unexecuted++
+			continue
+		}
 		m.Executed++
 		if !graded[i] {
 			m.Ungraded++
@@ -435,7 +441,7 @@ func (s *stepRun) execute(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	s.countExecutions(execs, graded)
+	s.countExecutions(execs, graded, false)
 	return nil
 }
 
@@ -522,7 +528,7 @@ func (s *stepRun) rollout(ctx workflow.Context) error {
 	if fan.first != nil {
 		return fan.first
 	}
-	s.countExecutions(execs, graded)
+	s.countExecutions(execs, graded, false)
 	return nil
 }
 

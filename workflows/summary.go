@@ -108,7 +108,8 @@ func short(h string) string {
 
 // stepLine is a finished step's result in one line: ρ, the calibration
 // window's bias before and after the map (modes that calibrate), the
-// executed trajectories and the mean training reward.
+// executed trajectories (and turns that executed nothing) and the mean
+// training reward.
 func stepLine(step int, res StepResult) string {
 	m := res.Metrics
 	s := fmt.Sprintf("step %d: ρ %.3f", step, res.Rho)
@@ -121,6 +122,9 @@ func stepLine(step int, res StepResult) string {
 	s += fmt.Sprintf(", %d executed", m.Executed)
 	if m.Ungraded > 0 {
 		s += fmt.Sprintf(" (%d ungraded)", m.Ungraded)
+	}
+	if m.Unexecuted > 0 {
+		s += fmt.Sprintf(", %d turns unexecuted", m.Unexecuted)
 	}
 	if m.ImportanceRatioMean != 0 {
 		s += fmt.Sprintf(", ratio %.3f (max %.3f)", m.ImportanceRatioMean, m.ImportanceRatioMax)

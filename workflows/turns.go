@@ -28,7 +28,8 @@ func (s *stepRun) source(g int, executed []int) activities.Source {
 // (Execute × n for a real group, with ScoreWorldModel grading the turn in
 // modes with a world model; ScoreWorldModel answering it for a world-model
 // group), then turn t+1; after turn K, ReduceTurns writes the trajectories'
-// rewards. The groups' chains run concurrently under the one parallelism
+// rewards. From changeUnexecutedTurns on, the real turns that executed
+// nothing are counted apart from the executions. The groups' chains run concurrently under the one parallelism
 // bound; after the first failure nothing new starts and the step fails
 // with that error.
 func (s *stepRun) turnRollout(ctx workflow.Context) error {
@@ -49,6 +50,7 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 		execs[k], graded[k] = make([]activities.ExecuteResponse, K*n), make([]bool, K*n)
 	}
 	rollout, wm, sb := withRollout(ctx), withWorldModel(ctx), s.sandboxOptions(ctx)
+	apart := workflow.GetVersion(ctx, changeUnexecutedTurns, workflow.DefaultVersion, 1) >= 1
 	loop := &s.res.Metrics.Stages.Turns
 	s.begin(ctx, loop)
 	defer s.end(ctx, loop)
@@ -141,7 +143,7 @@ func (s *stepRun) turnRollout(ctx workflow.Context) error {
 		return fan.first
 	}
 	for k := range execs {
-		s.countExecutions(execs[k], graded[k])
+		s.countExecutions(execs[k], graded[k], apart)
 	}
 	return nil
 }

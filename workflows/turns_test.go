@@ -206,7 +206,8 @@ func TestRealRunTurnsDeterministic(t *testing.T) {
 // the Temporal server in grpo and wmrl, twice each: both runs of a mode end
 // at the same checkpoint, every trajectory has its three answered turns.
 // With WMRL_RECORD_HISTORIES=1 it writes the first run's histories (its
-// first segment and its step 0) to testdata/ for TestReplay.
+// first segment and its step 0) to testdata/ for TestReplay, named
+// testdata/<WMRL_RECORD_PREFIX>turns_*.json (v8_: with unexecuted-turns).
 func TestIntegrationTurns(t *testing.T) {
 	c := dialTemporal(t)
 	st := testenv.FreshStore(t)
@@ -246,8 +247,9 @@ func TestIntegrationTurns(t *testing.T) {
 				}
 			}
 			if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
-				record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/turns_run_%s.json", m))
-				record(t, c, StepWorkflowID(id, 0), "", fmt.Sprintf("testdata/turns_step_%s.json", m))
+				prefix := os.Getenv("WMRL_RECORD_PREFIX")
+				record(t, c, id, we.GetRunID(), fmt.Sprintf("testdata/%sturns_run_%s.json", prefix, m))
+				record(t, c, StepWorkflowID(id, 0), "", fmt.Sprintf("testdata/%sturns_step_%s.json", prefix, m))
 			}
 		}
 		if hashes[0] != hashes[1] {

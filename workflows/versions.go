@@ -132,4 +132,13 @@ const (
 	// rebuilds and the world-model versions of their refreshes, made again.
 	// Before it such a run was refused, so no earlier history meets it.
 	changePipelineResume = "pipeline-resume"
+	// changeUnexecutedTurns (version 1, asked only in multi-turn steps,
+	// with changeTurns): a real turn that executed nothing (a request_info
+	// or malformed turn: ExecuteResponse.Unexecuted) is counted in the
+	// step's metrics as Unexecuted, not as an execution, and adds no CPU or
+	// wall seconds; before it, every real turn counted in Executed. It adds
+	// no command but the marker and changes no activity's input but
+	// FinishStep's metrics: the training is the same. Recorded:
+	// testdata/v8_turns_*.json (TestIntegrationTurns).
+	changeUnexecutedTurns = "unexecuted-turns"
 )

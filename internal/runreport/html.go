@@ -233,13 +233,17 @@ func turnsSection(t *Turns) sec {
 	} else {
 		s.note = "Improved after their first turn (a later turn's reward above the first's): " + strings.Join(notes, "; ") + "."
 	}
-	executed := 0
+	executed, unexecuted := 0, 0
 	for _, x := range t.ByIndex {
 		if x.Source == store.SourceReal {
-			executed += x.Answered
+			executed += x.Answered - x.Unexecuted
 		}
+		unexecuted += x.Unexecuted
 	}
 	s.note += fmt.Sprintf(" %d real turns executed: the executions elsewhere on this page count executed trajectories, their CPU seconds every turn's.", executed)
+	if unexecuted > 0 {
+		s.note += fmt.Sprintf(" %d turns executed nothing (request_info, malformed) and are neither executions nor world-model calls.", unexecuted)
+	}
 	return s
 }
 

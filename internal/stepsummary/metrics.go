@@ -31,6 +31,12 @@ type Step struct {
 	// not); Ungraded those whose execution failed after every retry.
 	Executed int `json:"executed"`
 	Ungraded int `json:"ungraded"`
+	// Unexecuted counts the turns of the executed groups' trajectories
+	// that executed nothing (request_info and malformed turns, answered
+	// without the grader: no execution, no CPU or wall seconds; workflow
+	// change unexecuted-turns). 0, and left out of the JSON, in single-shot
+	// steps and in steps recorded before, which counted them in Executed.
+	Unexecuted int `json:"unexecuted,omitempty"`
 	// Graded counts the trajectories with a training reward.
 	Graded int `json:"graded"`
 	// MeanReward is the mean training reward (r_env for executed

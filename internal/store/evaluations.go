@@ -17,13 +17,19 @@ type Evaluation struct {
 	Sample  int             `json:"sample"`
 	Program string          `json:"program"`
 	Result  executor.Result `json:"result"`
-	// Executions counts the sample's executions: its turns in a
-	// multi-turn policy's evaluation, its attempts under eval.best_of; 0
+	// Executions counts the sample's attempts: its turns in a multi-turn
+	// policy's evaluation (Unexecuted of them executed nothing), its
+	// attempts under eval.best_of; 0
 	// means 1 (a single-shot sample; Evaluations reads 1 back as 0, so its
 	// JSON is as before). Program and Result are the attempt
 	// the evaluation's reduction chose, with the CPU and wall seconds of
 	// all of them.
 	Executions int `json:"executions,omitempty"`
+	// Unexecuted counts the turns of Executions that executed nothing (a
+	// multi-turn sample's request_info and malformed turns, answered
+	// without the grader): the sample's real executions are Executions −
+	// Unexecuted.
+	Unexecuted int `json:"unexecuted,omitempty"`
 }
 
 // SaveEvaluations stores held-out executions and returns how many were new.
@@ -44,6 +50,7 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 	runs, steps, tasks, samples, programs := make([]string, n), make([]int, n), make([]string, n), make([]int, n), make([]string, n)
 	status, score, metric, position := make([]string, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	detail, cpu, wall, execs := make([]string, n), make([]float64, n), make([]float64, n), make([]int, n)
+	unexec := make([]int, n)
 	for i, e := range evs {
 		name := fmt.Sprintf("%s/step-%d/%s/sample-%d", e.Run, e.Step, e.TaskID, e.Sample)
 		if e.Run == "" || e.Step < 0 || e.TaskID == "" || e.Sample < 0 {
@@ -56,6 +63,10 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 			return 0, fmt.Errorf("save evaluations: %s: %d executions", name, e.Executions)
 		}
 		execs[i] = max(1, e.Executions)
+		if e.Unexecuted < 0 || e.Unexecuted > execs[i] {
+			return 0, fmt.Errorf("save evaluations: %s: %d unexecuted of %d executions", name, e.Unexecuted, execs[i])
+		}
+		unexec[i] = e.Unexecuted
 		r := e.Result
 		keys[i] = evalKey{e.Run, e.Step, e.TaskID, e.Sample}
 		runs[i], steps[i], tasks[i], samples[i], programs[i] = e.Run, e.Step, e.TaskID, e.Sample, e.Program
@@ -66,9 +77,9 @@ func (s *Store) SaveEvaluations(ctx context.Context, evs []Evaluation) (int, err
 		return 0, fmt.Errorf("save evaluations: key %s/step-%d/%s/sample-%d twice in one batch", k.run, k.step, k.task, k.sample)
 	}
 	b := batch{table: "evaluations", key: []string{"run_id", "step", "task_id", "sample"},
-		cols:  []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds", "executions"},
-		types: []string{"text", "int", "text", "int", "text", "text", "float8", "float8", "float8", "text", "float8", "float8", "int"},
-		args:  []any{runs, steps, tasks, samples, programs, status, score, metric, position, detail, cpu, wall, execs}}
+		cols:  []string{"program", "status", "score", "metric", "position", "detail", "cpu_seconds", "wall_seconds", "executions", "unexecuted"},
+		types: []string{"text", "int", "text", "int", "text", "text", "float8", "float8", "float8", "text", "float8", "float8", "int", "int"},
+		args:  []any{runs, steps, tasks, samples, programs, status, score, metric, position, detail, cpu, wall, execs, unexec}}
 	var inserted int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -109,7 +120,7 @@ func (s *Store) HeldOutScore(ctx context.Context, run string, step int) (HeldOut
 // order.
 func (s *Store) Evaluations(ctx context.Context, run string, step int) ([]Evaluation, error) {
 	rows, err := s.pool.Query(ctx, `SELECT run_id, step, task_id, sample, program, status, score, metric, position,
-		detail, cpu_seconds, wall_seconds, executions FROM evaluations WHERE run_id = $1 AND step = $2 ORDER BY task_id, sample`, run, step)
+		detail, cpu_seconds, wall_seconds, executions, unexecuted FROM evaluations WHERE run_id = $1 AND step = $2 ORDER BY task_id, sample`, run, step)
 	if err != nil {
 		return nil, fmt.Errorf("evaluations %s step %d: %w", run, step, err)
 	}
@@ -117,7 +128,7 @@ func (s *Store) Evaluations(ctx context.Context, run string, step int) ([]Evalua
 		var e Evaluation
 		r := &e.Result
 		err := row.Scan(&e.Run, &e.Step, &e.TaskID, &e.Sample, &e.Program, &r.Status, &r.Score, &r.Metric, &r.Position,
-			&r.Detail, &r.CPUSeconds, &r.WallSeconds, &e.Executions)
+			&r.Detail, &r.CPUSeconds, &r.WallSeconds, &e.Executions, &e.Unexecuted)
 		if e.Executions == 1 {
 			e.Executions = 0 // a single-shot sample reads back as written
 		}

@@ -42,9 +42,9 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			FROM trajectories WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
 		{"turns", `INSERT INTO turns (run_id, step, grp, sample, turn, action, completion, source, observation, status,
-				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, created_at, answered_at)
+				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, unexecuted, created_at, answered_at)
 			SELECT $2, step, grp, sample, turn, action, completion, source, observation, status,
-				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, created_at, answered_at
+				reward, wm_reward, cpu_seconds, wall_seconds, wm_tokens, unexecuted, created_at, answered_at
 			FROM turns WHERE run_id = $1 AND step <= $3
 			ON CONFLICT DO NOTHING`},
 		{"anchor pairs", `INSERT INTO anchor_pairs (run_id, step, grp, sample, wm, env, weight, created_at)
@@ -61,9 +61,9 @@ func (s *Store) ResumeRun(ctx context.Context, r Run) error {
 			SELECT $2, version, hash, location, state, created_at FROM checkpoints WHERE run_id = $1 AND version <= $3 + 1
 			ON CONFLICT DO NOTHING`},
 		{"evaluations", `INSERT INTO evaluations (run_id, step, task_id, sample, program, status, score, metric,
-				position, detail, cpu_seconds, wall_seconds, executions, created_at)
+				position, detail, cpu_seconds, wall_seconds, executions, unexecuted, created_at)
 			SELECT $2, step, task_id, sample, program, status, score, metric,
-				position, detail, cpu_seconds, wall_seconds, executions, created_at
+				position, detail, cpu_seconds, wall_seconds, executions, unexecuted, created_at
 			FROM evaluations WHERE run_id = $1 AND step <= $3 + 1
 			ON CONFLICT DO NOTHING`},
 	}

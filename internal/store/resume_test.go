@@ -22,7 +22,10 @@ func TestResumeRun(t *testing.T) {
 		if _, err := s.InsertTurns(ctx, acts); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AnswerTurns(ctx, answersOf(acts, 0.25)); err != nil {
+		ans := answersOf(acts, 0.25)
+		// Sample 1's turn executed nothing (request_info).
+		ans[1].Answer = Answer{Observation: "=== Execution result ===\nstatus: info\n", Status: "info", Unexecuted: true}
+		if _, err := s.AnswerTurns(ctx, ans); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutCheckpoint(ctx, Checkpoint{Run: old.ID, Version: step, Hash: "h", Location: "/ckpt"}); err != nil {
@@ -57,7 +60,14 @@ func TestResumeRun(t *testing.T) {
 			t.Fatalf("step %d of the resumed run has %d turns, want %d", step, len(ts), want)
 		}
 		for _, tu := range ts {
-			if tu.Answer == nil || tu.Answer.Reward == nil || *tu.Answer.Reward != 0.25 || tu.Source != SourceReal || tu.Run != r.ID {
+			if tu.Sample == 1 {
+				if tu.Answer == nil || !tu.Answer.Unexecuted || tu.Answer.Reward != nil || tu.Run != r.ID {
+					t.Errorf("copied unexecuted turn %+v", tu)
+				}
+				continue
+			}
+			if tu.Answer == nil || tu.Answer.Reward == nil || *tu.Answer.Reward != 0.25 || tu.Answer.Unexecuted ||
+				tu.Source != SourceReal || tu.Run != r.ID {
 				t.Errorf("copied turn %+v", tu)
 			}
 		}

@@ -64,6 +64,10 @@ type Answer struct {
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
 	WMTokens    int     `json:"wm_tokens"`
+	// Unexecuted marks an answer given without an execution or a
+	// world-model call: a request_info or malformed turn's, whichever
+	// source answers its group. It costs nothing and counts as neither.
+	Unexecuted bool `json:"unexecuted,omitempty"`
 }
 
 func (a Answer) check() error {
@@ -76,6 +80,9 @@ func (a Answer) check() error {
 		return fmt.Errorf("cost (cpu %v s, wall %v s): want finite and >= 0", a.CPUSeconds, a.WallSeconds)
 	case a.WMTokens < 0:
 		return fmt.Errorf("world-model tokens %d: want >= 0", a.WMTokens)
+	case a.Unexecuted && (a.CPUSeconds != 0 || a.WallSeconds != 0 || a.WMTokens != 0):
+		return fmt.Errorf("unexecuted answer with a cost (cpu %v s, wall %v s, %d world-model tokens): want none",
+			a.CPUSeconds, a.WallSeconds, a.WMTokens)
 	}
 	return nil
 }
@@ -235,16 +242,16 @@ func (s *Store) AnswerTurns(ctx context.Context, answers []TurnAnswer) ([]TurnAn
 	}
 	n := len(answers)
 	keys, obs, status, reward := make([]TurnKey, n), make([]string, n), make([]string, n), make([]*float64, n)
-	cpu, wall, tokens := make([]float64, n), make([]float64, n), make([]int, n)
+	cpu, wall, tokens, unexec := make([]float64, n), make([]float64, n), make([]int, n), make([]bool, n)
 	for i, a := range answers {
 		if err := a.check(); err != nil {
 			return nil, fmt.Errorf("answer turns: %s: %w", a.TurnKey, err)
 		}
 		keys[i], obs[i], status[i], reward[i] = a.TurnKey, a.Observation, a.Status, a.Reward
-		cpu[i], wall[i], tokens[i] = a.CPUSeconds, a.WallSeconds, a.WMTokens
+		cpu[i], wall[i], tokens[i], unexec[i] = a.CPUSeconds, a.WallSeconds, a.WMTokens, a.Unexecuted
 	}
-	b, err := turnBatch(keys, []string{"observation", "status", "reward", "cpu_seconds", "wall_seconds", "wm_tokens"},
-		[]string{"text", "text", "float8", "float8", "float8", "int"}, obs, status, reward, cpu, wall, tokens)
+	b, err := turnBatch(keys, []string{"observation", "status", "reward", "cpu_seconds", "wall_seconds", "wm_tokens", "unexecuted"},
+		[]string{"text", "text", "float8", "float8", "float8", "int", "bool"}, obs, status, reward, cpu, wall, tokens, unexec)
 	if err != nil {
 		return nil, fmt.Errorf("answer turns: %w", err)
 	}
@@ -254,13 +261,14 @@ func (s *Store) AnswerTurns(ctx context.Context, answers []TurnAnswer) ([]TurnAn
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE turns d SET observation = s.observation, status = s.status, reward = s.reward,
-			cpu_seconds = s.cpu_seconds, wall_seconds = s.wall_seconds, wm_tokens = s.wm_tokens, answered_at = now()
+			cpu_seconds = s.cpu_seconds, wall_seconds = s.wall_seconds, wm_tokens = s.wm_tokens, unexecuted = s.unexecuted,
+			answered_at = now()
 			FROM `+b.source()+` WHERE `+b.joinOn()+` AND d.status IS NULL`, b.args...)
 		if err != nil {
 			return fmt.Errorf("update turns: %w", err)
 		}
 		rows, err := tx.Query(ctx, `SELECT d.run_id, d.step, d.grp, d.sample, d.turn, d.observation, d.status,
-			d.reward, d.cpu_seconds, d.wall_seconds, d.wm_tokens
+			d.reward, d.cpu_seconds, d.wall_seconds, d.wm_tokens, d.unexecuted
 			FROM `+b.source()+` JOIN turns d ON `+b.joinOn(), b.args...)
 		if err != nil {
 			return fmt.Errorf("read back: %w", err)
@@ -269,7 +277,7 @@ func (s *Store) AnswerTurns(ctx context.Context, answers []TurnAnswer) ([]TurnAn
 		var k TurnKey
 		var a Answer
 		_, err = pgx.ForEachRow(rows, []any{&k.Run, &k.Step, &k.Group, &k.Sample, &k.Turn, &a.Observation, &a.Status,
-			&a.Reward, &a.CPUSeconds, &a.WallSeconds, &a.WMTokens}, func() error {
+			&a.Reward, &a.CPUSeconds, &a.WallSeconds, &a.WMTokens, &a.Unexecuted}, func() error {
 			stored[k] = a
 			return nil
 		})
@@ -332,21 +340,22 @@ func (s *Store) SetTurnWMRewards(ctx context.Context, grades []TurnWM) error {
 }
 
 const turnColumns = `run_id, step, grp, sample, turn, action, completion, source, observation, status, reward,
-	wm_reward, cpu_seconds, wall_seconds, wm_tokens, answered_at`
+	wm_reward, cpu_seconds, wall_seconds, wm_tokens, answered_at, unexecuted`
 
 func scanTurn(row pgx.CollectableRow) (Turn, error) {
 	var t Turn
 	var obs, status *string
 	var reward, cpu, wall *float64
 	var tokens *int
+	var unexecuted bool
 	err := row.Scan(&t.Run, &t.Step, &t.Group, &t.Sample, &t.Turn, &t.Action, &t.Completion, &t.Source, &obs, &status,
-		&reward, &t.WMReward, &cpu, &wall, &tokens, &t.AnsweredAt)
+		&reward, &t.WMReward, &cpu, &wall, &tokens, &t.AnsweredAt, &unexecuted)
 	if err != nil {
 		return t, err
 	}
 	if status != nil {
 		t.Answer = &Answer{Observation: derefString(obs), Status: *status, Reward: reward, CPUSeconds: deref(cpu),
-			WallSeconds: deref(wall)}
+			WallSeconds: deref(wall), Unexecuted: unexecuted}
 		if tokens != nil {
 			t.Answer.WMTokens = *tokens
 		}
@@ -399,15 +408,20 @@ func (s *Store) GroupTurns(ctx context.Context, run string, step, group int) ([]
 }
 
 // TurnIndexStats summarises the turns of one turn index and source: how
-// many there are, how many are answered and how many of those have a
-// reward, their mean reward, and how many real turns the world model also
-// graded, and what they cost.
+// many there are, how many are answered, how many of those were answered
+// without an execution or a world-model call (Unexecuted: request_info and
+// malformed turns) and how many have a reward, their mean reward, and how
+// many real turns the world model also graded, and what they cost.
 type TurnIndexStats struct {
 	Turn     int    `json:"turn"`
 	Source   Source `json:"source"`
 	Turns    int    `json:"turns"`
 	Answered int    `json:"answered"`
-	Rewarded int    `json:"rewarded"`
+	// Unexecuted counts the answered turns that executed nothing (store
+	// Answer.Unexecuted): Answered − Unexecuted are the executions of a
+	// real source's turns, the world model's answers of the other's.
+	Unexecuted int `json:"unexecuted"`
+	Rewarded   int `json:"rewarded"`
 	// MeanReward is the mean over the rewarded turns (0 when none).
 	MeanReward float64 `json:"mean_reward"`
 	WMGraded   int     `json:"wm_graded"`
@@ -441,7 +455,8 @@ func turnSteps(step int) string {
 // completed step of the run) by turn index and source, in (turn, source)
 // order; none for a single-shot run.
 func (s *Store) TurnsByIndex(ctx context.Context, run string, step int) ([]TurnIndexStats, error) {
-	rows, err := s.pool.Query(ctx, `SELECT d.turn, d.source, count(*), count(d.status), count(d.reward),
+	rows, err := s.pool.Query(ctx, `SELECT d.turn, d.source, count(*), count(d.status), count(*) FILTER (WHERE d.unexecuted),
+		count(d.reward),
 		coalesce(avg(d.reward), 0), count(d.wm_reward), coalesce(sum(d.cpu_seconds), 0),
 		coalesce(sum(d.wall_seconds), 0), coalesce(sum(d.wm_tokens), 0)::int FROM turns d WHERE `+turnSteps(step)+`
 		GROUP BY d.turn, d.source ORDER BY d.turn, d.source`, run, step)
@@ -450,7 +465,7 @@ func (s *Store) TurnsByIndex(ctx context.Context, run string, step int) ([]TurnI
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TurnIndexStats, error) {
 		var x TurnIndexStats
-		err := row.Scan(&x.Turn, &x.Source, &x.Turns, &x.Answered, &x.Rewarded, &x.MeanReward, &x.WMGraded,
+		err := row.Scan(&x.Turn, &x.Source, &x.Turns, &x.Answered, &x.Unexecuted, &x.Rewarded, &x.MeanReward, &x.WMGraded,
 			&x.CPUSeconds, &x.WallSeconds, &x.WMTokens)
 		return x, err
 	})

@@ -67,6 +67,9 @@ func TestTurnsIdempotent(t *testing.T) {
 	first := answersOf(t1, 0.75)
 	first[3].Reward = nil
 	first[3].Status = "ungraded"
+	// A request_info turn: answered without an execution or a world-model
+	// call.
+	first[2].Answer = Answer{Observation: "=== Execution result ===\nstatus: info\n", Status: "info", Unexecuted: true}
 	got, err := s.AnswerTurns(ctx, first)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +132,12 @@ func TestTurnsIdempotent(t *testing.T) {
 	if a := ts[1]; a.Answer != nil || a.WMReward != nil || a.AnsweredAt != nil {
 		t.Errorf("unanswered turn 2 read back as %+v", a)
 	}
+	if a := ts[4]; a.Answer == nil || !a.Answer.Unexecuted || a.Answer.Status != "info" || a.Answer.CPUSeconds != 0 {
+		t.Errorf("unexecuted turn read back as %+v", a)
+	}
+	if a := ts[0]; a.Answer.Unexecuted {
+		t.Errorf("executed turn read back as unexecuted: %+v", a.Answer)
+	}
 	if a := ts[5]; a.Answer == nil || a.Answer.Status != "ungraded" || a.Answer.Reward != nil || a.Source != SourceWorldModel {
 		t.Errorf("ungraded world-model turn read back as %+v", a)
 	}
@@ -188,6 +197,7 @@ func TestTurnsRefused(t *testing.T) {
 		{Observation: "o", Status: "ok", Reward: ptr(1.5)},
 		{Observation: "o", Status: "ok", CPUSeconds: -1},
 		{Observation: "o", Status: "ok", WMTokens: -1},
+		{Observation: "o", Status: "info", CPUSeconds: 0.5, Unexecuted: true},
 	}
 	for i, a := range bad {
 		if _, err := s.AnswerTurns(ctx, []TurnAnswer{{ok[0].TurnKey, a}}); err == nil {
@@ -240,7 +250,9 @@ func TestTurnsConcurrent(t *testing.T) {
 // TestTurnSummaries: TurnsByIndex, TurnImprovements and TurnPairs over a
 // hand-made run of two steps (step 1 still running), two groups (real,
 // world model) of two samples, two turns each, every answer 0.5 CPU and
-// 0.7 wall seconds.
+// 0.7 wall seconds but step 1's turn 1 of sample 1, in either group,
+// which executed nothing (a request_info turn: status info, no reward, no
+// cost, no world-model grade).
 func TestTurnSummaries(t *testing.T) {
 	s := sharedStore(t)
 	ctx := t.Context()
@@ -268,6 +280,10 @@ func TestTurnSummaries(t *testing.T) {
 				ans[i].Reward = rewards[step][a.Group][a.Sample][turn-1]
 				if ans[i].Reward == nil {
 					ans[i].Status = "ungraded"
+				}
+				if step == 1 && turn == 1 && a.Sample == 1 {
+					ans[i].Answer = Answer{Observation: "=== Execution result ===\nstatus: info\n", Status: "info", Unexecuted: true}
+					continue
 				}
 				if a.Source == SourceReal {
 					wm = append(wm, TurnWM{a.TurnKey, 0.1 * float64(a.Sample+turn)})
@@ -297,11 +313,13 @@ func TestTurnSummaries(t *testing.T) {
 			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.6, CPUSeconds: 1, WallSeconds: 1.4},
 		}, imp: []TurnImprovement{{SourceReal, 2, 1}, {SourceWorldModel, 1, 0}}},
 		{step: 1, want: []TurnIndexStats{
-			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
-			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.1, CPUSeconds: 1, WallSeconds: 1.4},
+			{Turn: 1, Source: SourceReal, Turns: 2, Answered: 2, Unexecuted: 1, Rewarded: 1, MeanReward: 0.1, WMGraded: 1, CPUSeconds: 0.5,
+				WallSeconds: 0.7},
+			{Turn: 1, Source: SourceWorldModel, Turns: 2, Answered: 2, Unexecuted: 1, Rewarded: 1, MeanReward: 0.1, CPUSeconds: 0.5,
+				WallSeconds: 0.7},
 			{Turn: 2, Source: SourceReal, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, WMGraded: 2, CPUSeconds: 1, WallSeconds: 1.4},
 			{Turn: 2, Source: SourceWorldModel, Turns: 2, Answered: 2, Rewarded: 2, MeanReward: 0.9, CPUSeconds: 1, WallSeconds: 1.4},
-		}, imp: []TurnImprovement{{SourceReal, 2, 2}, {SourceWorldModel, 2, 2}}},
+		}, imp: []TurnImprovement{{SourceReal, 1, 1}, {SourceWorldModel, 1, 1}}},
 	} {
 		got, err := s.TurnsByIndex(ctx, r.ID, tt.step)
 		if err != nil {
@@ -332,8 +350,8 @@ func TestTurnSummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pairs) != 8 {
-		t.Fatalf("%d turn pairs, want the 8 real turns: %+v", len(pairs), pairs)
+	if len(pairs) != 7 {
+		t.Fatalf("%d turn pairs, want the 7 executed real turns: %+v", len(pairs), pairs)
 	}
 	if p := pairs[1]; p.TurnKey != (TurnKey{Key{r.ID, 0, 0, 0}, 2}) || math.Abs(p.WM-0.2) > 1e-12 || p.Env != 0.6 {
 		t.Errorf("pair 1 %+v, want step 0 group 0 sample 0 turn 2: wm 0.2, env 0.6", p)
@@ -355,14 +373,16 @@ func TestTurnSummaries(t *testing.T) {
 		t.Errorf("a run without turns: %+v, %v", none, err)
 	}
 	// Per step: the real group's 2 × 2 turns executed; the world model
-	// answers the other group's 2 × 2 turns and grades the 4 real ones.
+	// answers the other group's 2 × 2 turns and grades the 4 real ones;
+	// in step 1, one turn of each group executed nothing and is neither.
 	us, err := s.RunUsage(ctx, r.ID)
 	if err != nil || len(us) != 2 {
 		t.Fatalf("RunUsage = %+v, %v", us, err)
 	}
-	for _, u := range us {
-		if u.TurnExecutions != 4 || u.TurnWMCalls != 8 {
-			t.Errorf("step %d usage %+v: want 4 turn executions, 8 world-model calls", u.Step, u)
+	for i, want := range [][3]int{{4, 8, 0}, {3, 6, 2}} {
+		if u := us[i]; u.TurnExecutions != want[0] || u.TurnWMCalls != want[1] || u.TurnUnexecuted != want[2] {
+			t.Errorf("step %d usage %+v: want %d turn executions, %d world-model calls, %d unexecuted", u.Step, u,
+				want[0], want[1], want[2])
 		}
 	}
 }

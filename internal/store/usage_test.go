@@ -68,6 +68,9 @@ func TestRunEvaluations(t *testing.T) {
 		{Run: r.ID, Step: 4, TaskID: "a", Sample: 0, Program: "p", Result: res(0.75, 3)},
 		// A sample of a 3-turn evaluation: three executions, one row.
 		{Run: r.ID, Step: 5, TaskID: "a", Sample: 0, Program: "p", Result: res(0.5, 3), Executions: 3},
+		// Of a 3-turn sample's turns, 2 executed nothing (request_info,
+		// malformed): one execution.
+		{Run: r.ID, Step: 5, TaskID: "a", Sample: 1, Program: "p", Result: res(0.5, 1), Executions: 3, Unexecuted: 2},
 	}
 	if _, err := s.SaveEvaluations(ctx, evs); err != nil {
 		t.Fatal(err)
@@ -95,11 +98,16 @@ func TestRunEvaluations(t *testing.T) {
 	if e := got[1]; e.Step != 4 || e.Executions != 1 || e.CPUSeconds != 3 || e.HeldOut.Score != 0.75 {
 		t.Errorf("step 4: %+v", e)
 	}
-	if e := got[2]; e.Step != 5 || e.Executions != 3 || e.HeldOut.Samples != 1 || e.HeldOut.Score != 0.5 {
-		t.Errorf("step 5 (3 turns): %+v", e)
+	if e := got[2]; e.Step != 5 || e.Executions != 4 || e.Unexecuted != 2 || e.HeldOut.Samples != 2 || e.HeldOut.Score != 0.5 {
+		t.Errorf("step 5 (3 turns): %+v, want 4 executions, 2 unexecuted turns, 2 samples", e)
 	}
-	if back, err := s.Evaluations(ctx, r.ID, 5); err != nil || len(back) != 1 || back[0].Executions != 3 {
-		t.Errorf("Evaluations of step 5 = %+v, %v: want one row of 3 executions", back, err)
+	if back, err := s.Evaluations(ctx, r.ID, 5); err != nil || len(back) != 2 || back[0].Executions != 3 || back[0].Unexecuted != 0 ||
+		back[1].Executions != 3 || back[1].Unexecuted != 2 {
+		t.Errorf("Evaluations of step 5 = %+v, %v: want rows of 3 turns, 0 and 2 of them unexecuted", back, err)
+	}
+	if _, err := s.SaveEvaluations(ctx, []Evaluation{{Run: r.ID, Step: 6, TaskID: "a", Sample: 0, Program: "p", Result: res(0.5, 1),
+		Executions: 2, Unexecuted: 3}}); !contains(err, "3 unexecuted of 2 executions") {
+		t.Errorf("more unexecuted turns than turns: %v", err)
 	}
 	if back, err := s.Evaluations(ctx, r.ID, 4); err != nil || len(back) != 1 || back[0].Executions != 0 {
 		t.Errorf("Evaluations of step 4 = %+v, %v: want one row of 1 execution (read as 0)", back, err)
