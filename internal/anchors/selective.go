@@ -71,5 +71,9 @@ type Scoring struct {
 
 // String is the decision in a few words, for the step's line and inspect.
 func (s Scoring) String() string {
-	return fmt.Sprintf("world model scored %d groups, %d left out (uncertainty above %.4f)", s.Scored, s.LeftOut, s.Cut)
+	groups := "groups"
+	if s.Scored == 1 {
+		groups = "group"
+	}
+	return fmt.Sprintf("world model scored %d %s, %d left out (uncertainty above %.4f)", s.Scored, groups, s.LeftOut, s.Cut)
 }

@@ -107,3 +107,17 @@ func TestSelectiveInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestScoringString(t *testing.T) {
+	for _, tt := range []struct {
+		give Scoring
+		want string
+	}{
+		{Scoring{Scored: 5, LeftOut: 1, Cut: 0.2}, "world model scored 5 groups, 1 left out (uncertainty above 0.2000)"},
+		{Scoring{Scored: 1, LeftOut: 2, Cut: 0.0481}, "world model scored 1 group, 2 left out (uncertainty above 0.0481)"},
+	} {
+		if got := tt.give.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
