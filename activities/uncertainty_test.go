@@ -36,6 +36,9 @@ func TestAnchorUncertaintyAndWeights(t *testing.T) {
 			t.Fatalf("step 0: %+v", u0)
 		}
 	}
+	if u0.Sigma0 != anchors.DefaultPriorResidual {
+		t.Errorf("step 0: σ0 %v, want %v", u0.Sigma0, anchors.DefaultPriorResidual)
+	}
 
 	groups, weights := []int{0, 1}, []float64{0.5, 2}
 	for _, g := range groups {
@@ -88,7 +91,8 @@ func TestAnchorUncertaintyAndWeights(t *testing.T) {
 	for g := range tasks {
 		tasks[g] = plan.TaskIndex(cfg.Seed, 1, g, len(train))
 	}
-	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs)}
+	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs),
+		Sigma0: anchors.RunResidual(past)}
 	if !reflect.DeepEqual(u1, want) {
 		t.Errorf("step 1: %+v, want %+v", u1, want)
 	}
