@@ -56,6 +56,9 @@ func (r FuseRequest) Validate() error {
 		if !(sel.Cut >= 0) || math.IsInf(sel.Cut, 0) {
 			return fmt.Errorf("selective: cut %v, want a finite value at least 0", sel.Cut)
 		}
+		if !(sel.MaxRatio >= 0) || math.IsInf(sel.MaxRatio, 0) {
+			return fmt.Errorf("selective: max ratio %v, want a finite value at least 0", sel.MaxRatio)
+		}
 	}
 	if st := r.Denoise; st.Groups < 0 || !(st.Eta2 >= 0) || !(st.Eta2Cal >= 0) {
 		return fmt.Errorf("denoise state %+v: want non-negative values", st)

@@ -12,8 +12,8 @@ import (
 // A step with selective scoring shows its decision in status's step line
 // and inspect's text; one without shows none.
 func TestScoringShown(t *testing.T) {
-	const want = "world model scored 4 groups, 2 left out (uncertainty above 0.2000)"
-	for _, sc := range []*anchors.Scoring{{Scored: 4, LeftOut: 2, Cut: 0.2}, nil} {
+	const want = "world model scored 4 groups, 2 left out (uncertainty above 0.2000; highest u/σ0 2.500)"
+	for _, sc := range []*anchors.Scoring{{Scored: 4, LeftOut: 2, Cut: 0.2, MaxRatio: 2.5}, nil} {
 		m := stepsummary.Step{Scoring: sc}
 		line := stepLine(workflows.StepSummary{Step: 2, Metrics: m}, nil, nil)
 		var b strings.Builder

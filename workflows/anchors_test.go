@@ -295,7 +295,16 @@ func TestStepSelectiveScoring(t *testing.T) {
 			f.fuses[0].Selective.Cut != cut {
 			t.Fatalf("active %v (anchors %v): Fuse selection %+v, want left out %v", active, res.Anchors, f.fuses[0].Selective, want)
 		}
-		wantScoring := anchors.Scoring{Scored: cfg.Groups - len(res.Anchors) - len(want), LeftOut: len(want), Cut: cut}
+		u := make([]float64, cfg.Groups)
+		for g := range u {
+			u[g] = uncertaintyOf(g)
+		}
+		maxRatio := anchors.MaxRatio(u, sigma0, res.Anchors)
+		if !(maxRatio > 2.9) {
+			t.Fatalf("active %v: max ratio %v, want about 3 (a group of uncertainty 0.3 is not an anchor)", active, maxRatio)
+		}
+		wantScoring := anchors.Scoring{Scored: cfg.Groups - len(res.Anchors) - len(want), LeftOut: len(want), Cut: cut,
+			MaxRatio: maxRatio}
 		if m := res.Metrics.Scoring; m == nil || *m != wantScoring || len(f.scorings) != 1 || *f.scorings[0] != wantScoring {
 			t.Errorf("active %v: metrics scoring %+v, finish %v, want %+v", active, m, f.scorings, wantScoring)
 		}

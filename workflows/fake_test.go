@@ -252,7 +252,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 				// The counts fusion gives when every group is in the batch.
 				groups := len(r.Fuse.Anchors) + len(sel.LeftOut)
 				res.Fuse.Stats.Scoring = &anchors.Scoring{LeftOut: len(sel.LeftOut), Cut: sel.Cut,
-					Scored: f.groups - groups}
+					Scored: f.groups - groups, MaxRatio: sel.MaxRatio}
 			}
 			return res, nil
 		}).Maybe()

@@ -381,7 +381,8 @@ func (s *stepRun) chooseScored(ctx workflow.Context) error {
 	if err != nil {
 		return invalidInput(fmt.Errorf("selective scoring: %w", err))
 	}
-	sel := &fusion.Selection{LeftOut: []int{}, Cut: rule.Cut(u.Sigma0)}
+	sel := &fusion.Selection{LeftOut: []int{}, Cut: rule.Cut(u.Sigma0),
+		MaxRatio: anchors.MaxRatio(u.Uncertainty, u.Sigma0, s.res.Anchors)}
 	for _, g := range out {
 		if !slices.Contains(s.res.Anchors, g) {
 			sel.LeftOut = append(sel.LeftOut, g)

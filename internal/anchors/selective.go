@@ -3,6 +3,7 @@ package anchors
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/wmrl/wmrl/internal/fielderr"
 )
@@ -59,14 +60,32 @@ func (s Selective) LeftOut(u []float64, sigma0 float64) ([]int, error) {
 	return out, nil
 }
 
+// MaxRatio is the largest u[g]/σ0 over the groups not in skip (ascending):
+// the smallest κ at which the step would leave nothing out. It is 0 when
+// every group is skipped or σ0 is 0.
+func MaxRatio(u []float64, sigma0 float64, skip []int) float64 {
+	if !(sigma0 > 0) {
+		return 0
+	}
+	var m float64
+	for g, v := range u {
+		if _, ok := slices.BinarySearch(skip, g); !ok {
+			m = max(m, v/sigma0)
+		}
+	}
+	return m
+}
+
 // Scoring is a step's selective-scoring decision as the update saw it: of
 // the world-model groups (neither anchors nor left out by the mode), how
 // many had their scores in the update and how many were left out, and the
-// cut κ·σ0 the uncertainties were held against.
+// cut κ·σ0 the uncertainties were held against; MaxRatio is the largest
+// u_g/σ0 of the step's world-model groups (MaxRatio), to hold against κ.
 type Scoring struct {
-	Scored  int     `json:"scored"`
-	LeftOut int     `json:"left_out"`
-	Cut     float64 `json:"cut"`
+	Scored   int     `json:"scored"`
+	LeftOut  int     `json:"left_out"`
+	Cut      float64 `json:"cut"`
+	MaxRatio float64 `json:"max_ratio"`
 }
 
 // String is the decision in a few words, for the step's line and inspect.
@@ -75,5 +94,6 @@ func (s Scoring) String() string {
 	if s.Scored == 1 {
 		groups = "group"
 	}
-	return fmt.Sprintf("world model scored %d %s, %d left out (uncertainty above %.4f)", s.Scored, groups, s.LeftOut, s.Cut)
+	return fmt.Sprintf("world model scored %d %s, %d left out (uncertainty above %.4f; highest u/σ0 %.3f)",
+		s.Scored, groups, s.LeftOut, s.Cut, s.MaxRatio)
 }

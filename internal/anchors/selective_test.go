@@ -113,11 +113,30 @@ func TestScoringString(t *testing.T) {
 		give Scoring
 		want string
 	}{
-		{Scoring{Scored: 5, LeftOut: 1, Cut: 0.2}, "world model scored 5 groups, 1 left out (uncertainty above 0.2000)"},
-		{Scoring{Scored: 1, LeftOut: 2, Cut: 0.0481}, "world model scored 1 group, 2 left out (uncertainty above 0.0481)"},
+		{Scoring{Scored: 5, LeftOut: 1, Cut: 0.2, MaxRatio: 2.5}, "world model scored 5 groups, 1 left out (uncertainty above 0.2000; highest u/σ0 2.500)"},
+		{Scoring{Scored: 1, LeftOut: 2, Cut: 0.0481}, "world model scored 1 group, 2 left out (uncertainty above 0.0481; highest u/σ0 0.000)"},
 	} {
 		if got := tt.give.String(); got != tt.want {
 			t.Errorf("%+v: %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestMaxRatio(t *testing.T) {
+	for _, tt := range []struct {
+		u      []float64
+		sigma0 float64
+		skip   []int
+		want   float64
+	}{
+		{[]float64{0.1, 0.3, 0.2}, 0.1, nil, 3},
+		{[]float64{0.1, 0.3, 0.2}, 0.1, []int{1}, 2},
+		{[]float64{0.1, 0.3}, 0.1, []int{0, 1}, 0},
+		{[]float64{0.1, 0.3}, 0, nil, 0},
+		{nil, 0.1, nil, 0},
+	} {
+		if got := MaxRatio(tt.u, tt.sigma0, tt.skip); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("MaxRatio(%v, %v, %v) = %v, want %v", tt.u, tt.sigma0, tt.skip, got, tt.want)
 		}
 	}
 }

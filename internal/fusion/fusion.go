@@ -61,6 +61,9 @@ type Scoring = anchors.Scoring
 type Selection struct {
 	LeftOut []int   `json:"left_out"`
 	Cut     float64 `json:"cut"`
+	// MaxRatio is the largest u_g/σ0 of the world-model groups
+	// (anchors.MaxRatio), carried into Stats.Scoring.
+	MaxRatio float64 `json:"max_ratio,omitempty"`
 }
 
 // BatchItem is one trajectory of a fused batch: its training reward, its
@@ -251,7 +254,7 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 	// the step is GRPO on its anchor groups alone.
 	closed := stats.Gate != nil && !stats.Gate.Open
 	if sel != nil {
-		sc := Scoring{Cut: sel.Cut}
+		sc := Scoring{Cut: sel.Cut, MaxRatio: sel.MaxRatio}
 		for _, g := range groups {
 			switch {
 			case leftOut(g.group):

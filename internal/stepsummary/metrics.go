@@ -103,8 +103,12 @@ func (m Step) Validate() error {
 			return fmt.Errorf("metric %s is %v", f.name, f.v)
 		}
 	}
-	if sc := m.Scoring; sc != nil && (math.IsNaN(sc.Cut) || math.IsInf(sc.Cut, 0)) {
-		return fmt.Errorf("metric scoring.cut is %v", sc.Cut)
+	if sc := m.Scoring; sc != nil {
+		for name, v := range map[string]float64{"scoring.cut": sc.Cut, "scoring.max_ratio": sc.MaxRatio} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("metric %s is %v", name, v)
+			}
+		}
 	}
 	return nil
 }
