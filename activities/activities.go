@@ -38,6 +38,10 @@ type Activities struct {
 	Policy backend.Policy
 	// WorldModel scores trajectories (worldmodel queue).
 	WorldModel backend.WorldModel
+	// WorldModelV2 is the built-in world model on feature set v2, for runs
+	// with world_model.features: v2 (worldmodel queue); nil on a worker
+	// without one.
+	WorldModelV2 backend.WorldModel
 	// Grader executes and grades (sandbox queue); nil on a worker that
 	// serves no sandbox.
 	Grader backend.Grader

@@ -104,6 +104,20 @@ func (a *Activities) worldModelNamed(name string) (backend.WorldModel, error) {
 	return named(a, backend.KindWorldModel, name, a.WorldModel)
 }
 
+// runWorldModel returns the world model a run's configuration names: its
+// world_model.backend, or, with world_model.features v2 (built-in only,
+// runconfig checks), the worker's built-in v2 model.
+func (a *Activities) runWorldModel(cfg runconfig.Config) (backend.WorldModel, error) {
+	if !cfg.WorldModel.FeaturesV2On() {
+		return a.worldModelNamed(cfg.WorldModel.Backend)
+	}
+	if a.WorldModelV2 == nil {
+		return nil, invalid(fmt.Errorf("world_model.features: %q, but this worker has no built-in world model on that feature set "+
+			"(a wmrl-worker serving the worldmodel queue has one: --world-model-v2, default the embedded default-v2.json)", cfg.WorldModel.Features))
+	}
+	return a.WorldModelV2, nil
+}
+
 // graderOf returns the grader a run's sandbox.kind names.
 func (a *Activities) graderOf(ctx context.Context, run string) (backend.Grader, error) {
 	b, err := a.runBackendsOf(ctx, run)

@@ -285,7 +285,7 @@ func (a *Activities) predict(ctx context.Context, req ScoreRequest, items []back
 	if err != nil {
 		return nil, err
 	}
-	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
+	wm, err := a.runWorldModel(cfg)
 	if err != nil {
 		return nil, err
 	}

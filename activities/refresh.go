@@ -80,11 +80,16 @@ func (a *Activities) RefreshWorldModel(ctx context.Context, req RefreshRequest) 
 	if err != nil {
 		return RefreshResponse{}, err
 	}
+	// world_model.refresh.half_life: older anchor executions weigh less
+	// (every weight is 1 without it, the unweighted refit).
+	for i := range items {
+		items[i].Weight = cfg.WorldModel.Refresh.Weight(items[i].Step, req.Step)
+	}
 	resp := RefreshResponse{Pairs: len(items)}
 	if len(items) == 0 || len(items) < req.MinPairs {
 		return resp, nil
 	}
-	wm, err := a.worldModelNamed(cfg.WorldModel.Backend)
+	wm, err := a.runWorldModel(cfg)
 	if err != nil {
 		return RefreshResponse{}, err
 	}
@@ -153,7 +158,7 @@ func (a *Activities) refreshItems(ctx context.Context, req RefreshRequest, multi
 			if err != nil {
 				return nil, err
 			}
-			items = append(items, backend.TrainItem{Task: task, Solution: t.Action, Score: t.Reward,
+			items = append(items, backend.TrainItem{Task: task, Solution: t.Action, Score: t.Reward, Step: t.Step,
 				Group: strconv.Itoa(t.Step) + "/" + strconv.Itoa(t.Group) + "/" + strconv.Itoa(t.Turn), Key: t.TurnKey.String()})
 		}
 		return items, nil
@@ -170,7 +175,7 @@ func (a *Activities) refreshItems(ctx context.Context, req RefreshRequest, multi
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, backend.TrainItem{Task: task, Solution: t.Program, Score: t.Exec.Score,
+		items = append(items, backend.TrainItem{Task: task, Solution: t.Program, Score: t.Exec.Score, Step: t.Step,
 			Group: strconv.Itoa(t.Step) + "/" + strconv.Itoa(t.Group), Key: t.Key.String()})
 	}
 	return items, nil

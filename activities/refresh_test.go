@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -191,4 +192,112 @@ type predictorFunc func([]float64, string) (float64, error)
 
 func (f predictorFunc) PredictText(card []float64, text string) (float64, error) {
 	return f(card, text)
+}
+
+// A run with world_model.features v2 is scored by the worker's v2 model and
+// refreshed from it; with world_model.refresh.half_life its older anchor
+// executions weigh less, exactly as worldmodel.Refit with those weights.
+// A worker without a v2 model refuses the run naming the field.
+func TestRefreshWorldModelV2HalfLife(t *testing.T) {
+	a, _ := newTestActivities(t)
+	base := testenv.SmallBase(t)
+	s, err := testenv.SmallSuite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := worldmodel.DefaultFitConfig()
+	fc.SamplesPerTask, fc.Features = 6, worldmodel.FeaturesV2
+	v2, recs, err := worldmodel.Fit(t.Context(), s, fc, worldmodel.ExecutorRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, _ := v2.Marshal()
+	if v2, err = worldmodel.Load(sealed); err != nil {
+		t.Fatal(err)
+	}
+	setBuiltin(a, testenv.Suites{}, base, &testenv.InProcess{})
+	a.WorldModelV2 = &builtin.WorldModel{Model: v2, Suites: testenv.Suites{}}
+	ctx := t.Context()
+	cfg := tinyConfig(t)
+	cfg.WorldModel.Features = runconfig.FeaturesV2
+	cfg.WorldModel.Refresh = runconfig.Refresh{Every: 1, HalfLife: 1}
+	run := "wmv2"
+	if _, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	anchorStep(t, a, run, cfg, 0, "")
+	ts, err := a.Store.StepTrajectories(ctx, run, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		task, err := a.task(ctx, run, cfg.SuiteSeed, tr.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := v2.PredictText(task.Features, tr.Program); *tr.WMScore != want {
+			t.Fatalf("%s: r_wm %v, the v2 model says %v", tr.Key, *tr.WMScore, want)
+		}
+	}
+	anchorStep(t, a, run, cfg, 1, "")
+	r, err := a.RefreshWorldModel(ctx, RefreshRequest{RunID: run, Step: 1, SuiteSeed: cfg.SuiteSeed})
+	if err != nil || r.Version == nil {
+		t.Fatalf("refresh = %+v, %v", r, err)
+	}
+	v, err := a.Store.WorldModelVersionAt(ctx, run, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(v.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same refit by hand: step 0's anchor executions at weight 0.5.
+	data, err := worldmodel.BaseExamples(v2, s, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors, err := a.Store.AnchorTrajectories(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex []worldmodel.RunExample
+	for _, tr := range anchors {
+		task, err := a.task(ctx, run, cfg.SuiteSeed, tr.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := 1.0
+		if tr.Step == 0 {
+			w = 0.5
+		}
+		ex = append(ex, worldmodel.RunExample{Group: strconv.Itoa(tr.Step) + "/" + strconv.Itoa(tr.Group), Card: task.Features,
+			Program: tr.Program, Score: tr.Exec.Score, Weight: w})
+	}
+	m, err := worldmodel.Refit(v2, data, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := m.Marshal()
+	if !bytes.Equal(got, want) {
+		t.Fatal("the refreshed version is not Refit of the v2 model with half-life weights")
+	}
+	for i := range ex {
+		ex[i].Weight = 0
+	}
+	unweighted, _ := worldmodel.Refit(v2, data, ex)
+	if b, _ := unweighted.Marshal(); bytes.Equal(b, got) {
+		t.Fatal("the half-life leaves the refresh unweighted")
+	}
+	loaded, err := worldmodel.Load(got)
+	if err != nil || loaded.FeatureSet() != worldmodel.FeaturesV2 {
+		t.Fatalf("refreshed version: %v", err)
+	}
+
+	// A worker without a v2 model.
+	none := fresh(a, t.TempDir(), a.RunsKey)
+	if _, err := none.ScoreWorldModel(ctx, ScoreRequest{RunID: run, Step: 1, Group: 1, SuiteSeed: cfg.SuiteSeed}); !isInvalid(err) ||
+		!strings.Contains(err.Error(), "world_model.features") {
+		t.Errorf("score on a worker without a v2 model: %v", err)
+	}
 }

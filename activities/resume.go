@@ -57,6 +57,22 @@ type ResumeRunResponse struct {
 	// HeldOut is the held-out score of checkpoint Step when the old run
 	// evaluated it, nil otherwise.
 	HeldOut *store.HeldOut `json:"held_out,omitempty"`
+	// Pipeline is, for a run with pipeline.max_off_policy d > 0, what its
+	// steps Step..Step+d start with; nil, left out of the JSON, otherwise.
+	Pipeline *ResumedPipeline `json:"pipeline,omitempty"`
+}
+
+// ResumedPipeline is what the first steps of a resumed pipelined run
+// (pipeline.max_off_policy d) start with, as in the uninterrupted run
+// (docs/design.md, "Asynchronous pipeline"): Recent are the resumed run's
+// checkpoints max(0, s+1−d)..s+1, the samplers of steps s+1..s+1+d, and
+// Fractions[k] the anchor fraction planned for step s+1+k (k = 0..d): the
+// run's fraction after step s−d+k, which the adaptive controller
+// (anchors.adaptive) moves step by step from the fraction step s used by
+// each step's ρ. Fractions[d] is the run's fraction after step s.
+type ResumedPipeline struct {
+	Recent    []CheckpointRef `json:"recent"`
+	Fractions []float64       `json:"fractions"`
 }
 
 // ResumeRun copies run From's history up to its last completed step s into
@@ -68,7 +84,10 @@ type ResumeRunResponse struct {
 // of step s, the anchor fraction it used, the latest calibration summary
 // and the held-out score of checkpoint s+1. With the same seed and
 // configuration the resumed run continues exactly as the old one would
-// have. Calling it again is a no-op that returns the same state.
+// have. Calling it again is a no-op that returns the same state. A
+// pipelined run (pipeline.max_off_policy d > 0) also gets its next d+1
+// steps' samplers and anchor fractions (ResumedPipeline), and is continued
+// only with the old run's d.
 //
 // TrainingRun calls it when started with RunInput.ResumeFrom; it is the
 // only writer of a resumed run's first state: `wmrl continue` only
@@ -93,6 +112,16 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	}
 	if err := CanContinue(req.Config, from); err != nil {
 		return ResumeRunResponse{}, invalid(fmt.Errorf("run %s: %w", req.From, err))
+	}
+	old, err := a.runConfig(ctx, req.From)
+	if err != nil {
+		return ResumeRunResponse{}, err
+	}
+	if d, od := req.Config.Pipeline.OffPolicy(), old.Pipeline.OffPolicy(); d != od {
+		// Another d changes which checkpoints the next steps sample from
+		// and which steps' values they start with.
+		return ResumeRunResponse{}, invalid(fmt.Errorf("pipeline.max_off_policy: %d, run %s was run with %d: a run is "+
+			"continued with its own", d, req.From, od))
 	}
 	var cont backend.Continuer
 	if b := req.Config.Policy.Backend; b != "" && b != backend.Builtin {
@@ -191,7 +220,48 @@ func (a *Activities) ResumeRun(ctx context.Context, req ResumeRunRequest) (Resum
 	if h.Tasks > 0 {
 		resp.HeldOut = &h
 	}
+	if d := cfg.Pipeline.OffPolicy(); d > 0 {
+		if resp.Pipeline, err = a.resumedPipeline(ctx, req.RunID, cfg, last, resp.AnchorFraction); err != nil {
+			return ResumeRunResponse{}, err
+		}
+	}
 	return resp, nil
+}
+
+// resumedPipeline is the ResumedPipeline of run (already copied) resumed
+// after step last, whose step last used anchor fraction used. In a
+// pipelined run the fraction f(j) after step j is f(j−1) moved by step j's
+// ρ once its denoiser is calibrated (anchors.adaptive; unchanged without
+// it), f(−1) the initial one, and step t uses f(t−d−1) (f(−1) for t ≤ d).
+// So used is f(last−d−1), and f(last−d)..f(last) follow from the ρ of
+// steps last−d..last.
+func (a *Activities) resumedPipeline(ctx context.Context, run string, cfg runconfig.Config, last int, used float64) (*ResumedPipeline, error) {
+	d := cfg.Pipeline.OffPolicy()
+	p := &ResumedPipeline{}
+	for v := max(0, last+1-d); v <= last+1; v++ {
+		c, err := a.Store.Checkpoint(ctx, run, v)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", v, err)
+		}
+		p.Recent = append(p.Recent, CheckpointRef{Version: v, Hash: c.Hash})
+	}
+	ad := cfg.Anchors.Adaptive
+	f := used // f(max(last−d−1, −1))
+	for j := last - d; j <= last; j++ {
+		if j >= 0 && ad.Enabled() {
+			fs, err := a.Store.FusionState(ctx, run, j)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				// No fusion state (a mode without one): nothing to move by.
+			case err != nil:
+				return nil, err
+			case fs.State.Calibrated:
+				f = anchors.Adapt(f, fs.Rho, ad.Controller())
+			}
+		}
+		p.Fractions = append(p.Fractions, f)
+	}
+	return p, nil
 }
 
 // CanContinue refuses to continue a run from its checkpoint from (the one

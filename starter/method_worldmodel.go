@@ -41,7 +41,8 @@ The stored model (embedded in wmrl) is rebuilt byte for byte by
 eval measures it on random programs of held-out tasks; anchors measures it on
 the programs training runs actually sampled (their anchor groups).`,
 	}
-	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(cf, options))
+	cmd.AddCommand(newWorldModelFitCmd(options), newWorldModelEvalCmd(options), newWorldModelAnchorsCmd(cf, options),
+		newWorldModelOnPolicyCmd(options))
 	return cmd
 }
 
@@ -90,9 +91,10 @@ func newWorldModelFitCmd(options suiteOptionsFunc) *cobra.Command {
 		out       string
 		logPath   string
 		asJSON    bool
+		features  string
 	)
 	cmd := &cobra.Command{
-		Use:   "fit [--suite-seed N] [--samples-per-task N] [--seed N] [--out PATH]",
+		Use:   "fit [--suite-seed N] [--samples-per-task N] [--seed N] [--features v1|v2] [--out PATH]",
 		Short: "Fit the world model on logged executions of the training tasks",
 		Long: `fit samples --samples-per-task random valid programs for every TRAINING task
 of the suite (a uniformly random legal token at each position of the program
@@ -102,13 +104,21 @@ a time), fits the model on the logged (task, program, score) triples and
 writes the artefact to --out. Held-out tasks are never executed.
 
 The same flags give the same artefact byte for byte; with the defaults it is
-the stored model, internal/worldmodel/default.json. --log writes the logged
-executions as JSON lines.`,
+the stored model, internal/worldmodel/default.json, and with --features v2
+the stored v2 model (world_model.features: v2),
+internal/worldmodel/default-v2.json. --features picks the feature set: v1,
+the stored model's, or v2, which adds each family's hyperparameters against
+the task's card. --log writes the logged executions as JSON lines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFitFlags(cfg.SamplesPerTask, cfg.Options.Lambda); err != nil {
 				return err
 			}
+			set, err := worldmodel.ParseFeatureSet(features)
+			if err != nil {
+				return usagef("--features: %v", err)
+			}
+			cfg.Features = set
 			s, err := loadSuiteForCmd(cmd, options(suiteSeed))
 			if err != nil {
 				return err
@@ -150,6 +160,7 @@ executions as JSON lines.`,
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the program samples and their executions")
 	f.Float64Var(&cfg.Options.Lambda, "lambda", cfg.Options.Lambda, "ridge penalty per example on standardised features")
 	f.StringVar(&out, "out", "worldmodel.json", "where to write the artefact")
+	f.StringVar(&features, "features", string(worldmodel.FeaturesV1), "feature set: v1 (the stored model's) or v2")
 	f.StringVar(&logPath, "log", "", "also write the logged executions (JSON lines) here")
 	f.BoolVar(&asJSON, "json", false, "print a JSON summary")
 	return cmd

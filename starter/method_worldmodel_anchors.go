@@ -137,8 +137,8 @@ the anchor mode executes its anchor groups but scores nothing.
 For runs whose world model was refreshed (world_model.refresh), the recorded
 scores are those of the on-policy versions; the table then also shows, as
 "frozen", the within-group Spearman and bias of the frozen model the versions
-extend (--frozen, default the embedded one) on the same pairs, and lists the
-versions.
+extend (--frozen, default the embedded one of the runs' world_model.features)
+on the same pairs, and lists the versions.
 
 For multi-turn runs (trajectory.turns > 1) the pairs above are the
 trajectories' (the reduction over turns of r_wm and of r_env, max by
@@ -244,7 +244,7 @@ anchors, for a world model that never scored it.`,
 				// The runs' world model was refreshed: the recorded scores
 				// are the on-policy versions'; re-score the same programs
 				// with the frozen model the versions extend.
-				frozen, _, err := loadModel(frozenPath)
+				frozen, err := frozenModel(frozenPath, rows)
 				if err != nil {
 					return fmt.Errorf("--frozen: %w", err)
 				}
@@ -275,8 +275,39 @@ anchors, for a world model that never scored it.`,
 	cmd.Flags().IntVar(&every, "every", 10, "steps per range")
 	cmd.Flags().StringVar(&modelPath, "model", "", "re-score with this world-model artefact (default: the scores the runs recorded)")
 	cmd.Flags().BoolVar(&executed, "executed", false, "every executed trajectory (grpo runs: all), re-scored by --model, instead of the anchor groups")
-	cmd.Flags().StringVar(&frozenPath, "frozen", "", "the frozen world model refreshed runs started from (default: the embedded one)")
+	cmd.Flags().StringVar(&frozenPath, "frozen", "", "the frozen world model refreshed runs started from (default: the embedded one of the runs' world_model.features)")
 	return cmd
+}
+
+// frozenModel is the frozen world model refreshed runs started from: the
+// artefact at path, or the stored model of the runs' world_model.features
+// (which must be the same for every run).
+func frozenModel(path string, rows []anchorRow) (*worldmodel.Model, error) {
+	if path != "" {
+		m, _, err := loadModel(path)
+		return m, err
+	}
+	set, seen := "", map[string]bool{}
+	for _, row := range rows {
+		if seen[row.run.ID] {
+			continue
+		}
+		cfg, err := runConfig(row.run)
+		if err != nil {
+			return nil, err
+		}
+		if f := cfg.WorldModel.Features; len(seen) == 0 {
+			set = f
+		} else if f != set {
+			return nil, fmt.Errorf("the runs have world_model.features %q and %q: measure them apart, or name the frozen model", set, f)
+		}
+		seen[row.run.ID] = true
+	}
+	fs, err := worldmodel.ParseFeatureSet(set)
+	if err != nil {
+		return nil, err
+	}
+	return worldmodel.DefaultFor(fs)
 }
 
 func writeAnchors(w io.Writer, rep anchorsReport) error {

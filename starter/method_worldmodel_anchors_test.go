@@ -230,6 +230,21 @@ func TestWorldModelAnchors(t *testing.T) {
 		!strings.Contains(err.Error(), "was refreshed from world model") {
 		t.Errorf("another frozen model: %v", err)
 	}
+	// By default the frozen model is the stored one of the runs'
+	// world_model.features.
+	v2cfg := cfg
+	v2cfg.WorldModel.Features = runconfig.FeaturesV2
+	v2raw, _ := json.Marshal(v2cfg)
+	v2rows := []anchorRow{{run: store.Run{ID: "a", Config: v2raw}}, {run: store.Run{ID: "a", Config: v2raw}}}
+	if m, err := frozenModel("", v2rows); err != nil || m.FeatureSet() != worldmodel.FeaturesV2 {
+		t.Errorf("frozen model of a v2 run: %v", err)
+	}
+	if m, err := frozenModel("", []anchorRow{{run: run}}); err != nil || m.Checksum != wm.Checksum {
+		t.Errorf("frozen model of a v1 run: %v", err)
+	}
+	if _, err := frozenModel("", append(v2rows, anchorRow{run: run})); err == nil || !strings.Contains(err.Error(), "measure them apart") {
+		t.Errorf("frozen model of v1 and v2 runs: %v", err)
+	}
 
 	// A run without anchors (grpo) has nothing to measure.
 	run.ID, run.Mode = "anchors-grpo", mode.GRPO

@@ -123,3 +123,73 @@ func TestWorldModelEvalRefuses(t *testing.T) {
 		})
 	}
 }
+
+// worldmodel onpolicy on the small suite: v1 and v2 models fitted on the
+// same executions, a 2-step reference loop, the frozen and refreshed
+// replays; --load of the saved trajectories gives the same report.
+func TestWorldModelOnPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real executions")
+	}
+	cache, dir := t.TempDir(), t.TempDir()
+	v1, v2, log := filepath.Join(dir, "v1.json"), filepath.Join(dir, "v2.json"), filepath.Join(dir, "log.jsonl")
+	if _, err := runWorldModelCmd(t, cache, "fit", "--samples-per-task", "4", "--out", v1, "--log", log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "fit", "--samples-per-task", "4", "--features", "v2", "--out", v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "fit", "--features", "v3"); err == nil || !strings.Contains(err.Error(), "--features") {
+		t.Fatalf("fit --features v3: %v", err)
+	}
+	traj := filepath.Join(dir, "traj.jsonl")
+	args := []string{"onpolicy", "--model", v1, "--model-v2", v2, "--base-log", log, "--steps", "2", "--every", "1",
+		"--refresh-every", "1", "--half-life", "1", "--json"}
+	out, err := runWorldModelCmd(t, cache, append(args, "--save", traj)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep onPolicyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	var names []string
+	for _, v := range rep.Variants {
+		names = append(names, v.Name)
+		if len(v.Ranges) != 2 || v.Ranges[0].Groups != 8 || v.Ranges[0].Pairs != 64 {
+			t.Fatalf("variant %s ranges %+v, want 2 ranges of 8 groups", v.Name, v.Ranges)
+		}
+	}
+	if got := strings.Join(names, ","); got != "v1,v1+r,v1+r1,v2,v2+r,v2+r1" {
+		t.Fatalf("variants %s", got)
+	}
+	// Step 0 is scored by the frozen model in every replay; step 1 by a
+	// refit on step 0's anchors, which differs from it.
+	if rep.Variants[0].Ranges[0] != rep.Variants[1].Ranges[0] || rep.Variants[3].Ranges[0] != rep.Variants[4].Ranges[0] {
+		t.Error("step 0 of a refreshed replay differs from the frozen model's")
+	}
+	again, err := runWorldModelCmd(t, cache, append(args, "--load", traj)...)
+	if err != nil || again != out {
+		t.Fatalf("report from the saved trajectories differs (%v):\n%s\n%s", err, out, again)
+	}
+	// Models fitted on other executions are refused; so is a v1 model as v2.
+	other := filepath.Join(dir, "other.json")
+	if _, err := runWorldModelCmd(t, cache, "fit", "--samples-per-task", "4", "--seed", "9", "--features", "v2", "--out", other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "onpolicy", "--model", v1, "--model-v2", other, "--base-log", log, "--load", traj); err == nil ||
+		!strings.Contains(err.Error(), "checksum") {
+		t.Errorf("v2 model of other executions: %v", err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "onpolicy", "--model", v1, "--model-v2", v1, "--load", traj); err == nil ||
+		!strings.Contains(err.Error(), "--model-v2") {
+		t.Errorf("a v1 model as --model-v2: %v", err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "onpolicy", "--model", v1, "--model-v2", v2, "--load", traj, "--suite-seed", "3"); err == nil ||
+		!strings.Contains(err.Error(), "--suite-seed is 3") {
+		t.Errorf("trajectories of another suite: %v", err)
+	}
+	if _, err := runWorldModelCmd(t, cache, "onpolicy", "--steps", "0"); err == nil || !strings.Contains(err.Error(), "steps") {
+		t.Errorf("--steps 0: %v", err)
+	}
+}

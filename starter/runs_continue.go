@@ -34,7 +34,9 @@ trajectories, anchor pairs, calibration maps, fusion states, checkpoints,
 evaluations; one transaction, recorded with resumed_from RUN and resumed_step
 s), then runs from step s+1 with checkpoint s+1, the denoiser state and anchor
 tracker of step s, and the anchor fraction RUN's step s used (the last
-set-anchor-fraction's, else the configuration's). A run of policy.backend
+set-anchor-fraction's, else the configuration's); a pipelined run
+(pipeline.max_off_policy d) also resumes its next d+1 steps' sampling
+checkpoints, anchor fractions and world models. A run of policy.backend
 tinker trains a model of its own, loaded with the training weights and
 optimiser state RUN saved with checkpoint s+1 (Tinker save_weights and
 load_weights); a Tinker run recorded before wmrl saved them is refused. If

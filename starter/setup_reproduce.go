@@ -32,6 +32,7 @@ type benchOptions struct {
 	asJSON bool
 	preset string
 	seeds  int
+	from   int
 	out    string
 	id     string
 	steps  int
@@ -80,7 +81,10 @@ workers. Then it reads the runs from Postgres and writes to --out:
 
 Every run has a fixed id, <id>-<mode>-s<seed> (--id, default bench-<preset>),
 so an interrupted benchmark resumes: a completed run is collected, a running
-one followed, a missing one started. A failed run is reported and left out;
+one followed, a missing one started. --from-seed K runs seeds K..N only, so
+that one benchmark can be split across invocations running side by side
+(e.g. --seeds 2 and --from-seed 3 --seeds 5); the same command without it
+then collects all N seeds. A failed run is reported and left out;
 the command then fails after writing the others. Ctrl-C stops following; the
 runs go on in Temporal, and the same command resumes. Progress goes to stderr.
 --steps overrides the preset's number of steps (for a quick check; use
@@ -99,6 +103,7 @@ the table.`,
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.preset, "preset", "small", "benchmark preset: "+strings.Join(runconfig.BenchPresetNames(), ", "))
 	f.IntVar(&o.seeds, "seeds", 5, "number of seeds per mode (seeds 1..N); goals read differences paired by seed")
+	f.IntVar(&o.from, "from-seed", 1, "first seed to run (seeds FROM..N), to split one benchmark across invocations or machines; the same --id and --seeds without it collects them all")
 	f.StringVar(&o.out, "out", "docs/results", "directory of the results")
 	f.StringVar(&o.id, "id", "", "benchmark id, the prefix of its run ids (default bench-<preset>)")
 	f.IntVar(&o.steps, "steps", 0, "training steps per run (default: the preset's)")
@@ -118,7 +123,7 @@ type benchRun struct {
 
 // benchPlan returns the runs of a benchmark, seed by seed, modes in
 // mode.All's order.
-func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
+func benchPlan(preset, id string, from, seeds, steps int, overlay []byte, modes []mode.Mode) ([]benchRun, runconfig.Config, error) {
 	base, err := runconfig.BenchPreset(preset)
 	if err != nil {
 		return nil, base, &usageError{Err: fmt.Errorf("--preset: %w", err)}
@@ -137,6 +142,9 @@ func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode
 	if err := intIn("seeds", seeds, 1, 1000); err != nil {
 		return nil, base, err
 	}
+	if err := intIn("from-seed", from, 1, seeds); err != nil {
+		return nil, base, err
+	}
 	if err := intIn("steps", steps, 0, maxStep); err != nil {
 		return nil, base, err
 	}
@@ -147,7 +155,7 @@ func benchPlan(preset, id string, seeds, steps int, overlay []byte, modes []mode
 		id = base.Name
 	}
 	var plan []benchRun
-	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+	for seed := uint64(from); seed <= uint64(seeds); seed++ {
 		for _, m := range modes {
 			cfg := base
 			cfg.Name, cfg.Mode, cfg.Seed = fmt.Sprintf("%s-%s-s%d", id, m, seed), m, seed
@@ -184,7 +192,7 @@ func runBench(cmd *cobra.Command, cf *connFlags, o *benchOptions) error {
 			return fmt.Errorf("--config: %w", err)
 		}
 	}
-	plan, base, err := benchPlan(o.preset, o.id, o.seeds, o.steps, overlay, modes)
+	plan, base, err := benchPlan(o.preset, o.id, o.from, o.seeds, o.steps, overlay, modes)
 	if err != nil {
 		if o.config != "" {
 			return fmt.Errorf("--config %s: %w", o.config, err)

@@ -20,7 +20,7 @@ import (
 const benchNamespace = "wmrl-bench-test"
 
 func TestBenchPlan(t *testing.T) {
-	plan, base, err := benchPlan("tiny", "b1", 2, 5, nil, nil)
+	plan, base, err := benchPlan("tiny", "b1", 1, 2, 5, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestBenchPlan(t *testing.T) {
 	if r := plan[nm]; r.ID != "b1-grpo-s2" {
 		t.Errorf("run %d: %s", nm, r.ID)
 	}
-	def, _, err := benchPlan("small", "", 1, 0, nil, nil)
+	def, _, err := benchPlan("small", "", 1, 1, 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,23 @@ func TestBenchPlan(t *testing.T) {
 		t.Errorf("default id: %+v", def[0])
 	}
 	for _, give := range [][]any{{"huge", "", 1, 0}, {"tiny", "", 0, 0}, {"tiny", "", 1, -1}, {"tiny", "has space", 1, 0}} {
-		if _, _, err := benchPlan(give[0].(string), give[1].(string), give[2].(int), give[3].(int), nil, nil); err == nil {
+		if _, _, err := benchPlan(give[0].(string), give[1].(string), 1, give[2].(int), give[3].(int), nil, nil); err == nil {
 			t.Errorf("benchPlan%v accepted", give)
+		}
+	}
+}
+
+func TestBenchPlanFromSeed(t *testing.T) {
+	plan, _, err := benchPlan("tiny", "b1", 2, 3, 0, nil, []mode.Mode{mode.GRPO})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 2 || plan[0].ID != "b1-grpo-s2" || plan[0].Cfg.Seed != 2 || plan[1].ID != "b1-grpo-s3" {
+		t.Fatalf("--from-seed 2 --seeds 3: %+v", plan)
+	}
+	for _, from := range []int{0, 4} {
+		if _, _, err := benchPlan("tiny", "b1", from, 3, 0, nil, nil); err == nil || !strings.Contains(err.Error(), "--from-seed") {
+			t.Errorf("--from-seed %d --seeds 3: %v", from, err)
 		}
 	}
 }
@@ -57,7 +72,7 @@ func TestBenchPlanOverlay(t *testing.T) {
 	if err != nil || len(modes) != 2 || modes[0] != mode.GRPO || modes[1] != mode.WMRL {
 		t.Fatalf("parseModes: %v %v", modes, err)
 	}
-	plan, base, err := benchPlan("small", "x", 2, 0, []byte("denoise:\n  rho_max: 100\n  warmup: 8\n"), modes)
+	plan, base, err := benchPlan("small", "x", 1, 2, 0, []byte("denoise:\n  rho_max: 100\n  warmup: 8\n"), modes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +102,7 @@ func TestBenchPlanOverlay(t *testing.T) {
 		"denoise:\n  rho_max: -1\n": "rho_max",
 		"policy: [1, 2]\n":          "line 1",
 	} {
-		_, _, err := benchPlan("small", "x", 1, 0, []byte(give), nil)
+		_, _, err := benchPlan("small", "x", 1, 1, 0, []byte(give), nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("overlay %q: %v, want %q", give, err, want)
 		}

@@ -38,6 +38,7 @@ type options struct {
 	sandboxKind        string
 	executor           string
 	worldModel         string
+	worldModelV2       string
 	backends           string
 	queues             []string
 	metricsAddr        string
@@ -110,6 +111,7 @@ usage error. An error of the command line is one line on stderr.`,
 		"sandbox for real executions: docker, process or auto (docker when an engine answers) ($"+deployenv.EnvSandbox+")")
 	f.StringVar(&o.executor, "executor", "", "path of the wmrl-executor binary (default: $WMRL_EXECUTOR, next to this binary, or on the PATH)")
 	f.StringVar(&o.worldModel, "world-model", "", "world-model artefact (JSON); default: the embedded one")
+	f.StringVar(&o.worldModelV2, "world-model-v2", "", "world-model artefact on feature set v2, for runs with world_model.features: v2; default: the embedded default-v2.json")
 	f.StringVar(&o.backends, "backends", env.Backends,
 		"YAML file of this worker's remote backends: a Tinker policy, OpenAI-compatible or /grade world models, "+
 			"/grade graders; keys only from the environment ($"+deployenv.EnvBackends+")")

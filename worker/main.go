@@ -113,9 +113,12 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	if _, err := suites.Suite(ctx, o.suiteSeed); err != nil {
 		return err
 	}
-	var wm *worldmodel.Model
+	var wm, wm2 *worldmodel.Model
 	if serves(o, "worldmodel") {
 		if wm, err = loadWorldModel(o.worldModel); err != nil {
+			return err
+		}
+		if wm2, err = loadWorldModelV2(o.worldModelV2); err != nil {
 			return err
 		}
 	}
@@ -135,6 +138,12 @@ func run(ctx context.Context, o options, logger *zap.Logger) error {
 	}
 	if err := setBackends(acts, backend.Builtin, suites, wm, sb); err != nil {
 		return err
+	}
+	if wm2 != nil {
+		acts.WorldModelV2 = &builtin.WorldModel{Model: wm2, Suites: suites}
+		if dir, err := suite.CacheDir(); err == nil {
+			acts.WorldModelV2.(*builtin.WorldModel).CacheDir = dir
+		}
 	}
 	regs := registrations()
 	f, err := readBackendsFile(o.backends, regs)
@@ -250,6 +259,22 @@ func setBackends(acts *activities.Activities, name string, suites builtin.Suites
 		acts.Grader = b.Grader
 	}
 	return nil
+}
+
+// loadWorldModelV2 loads the world model of world_model.features v2: the
+// embedded default-v2.json, or the artefact at path, which must read v2.
+func loadWorldModelV2(path string) (*worldmodel.Model, error) {
+	if path == "" {
+		return worldmodel.DefaultFor(worldmodel.FeaturesV2)
+	}
+	m, err := loadWorldModel(path)
+	if err != nil {
+		return nil, fmt.Errorf("--world-model-v2: %w", err)
+	}
+	if m.FeatureSet() != worldmodel.FeaturesV2 {
+		return nil, fmt.Errorf("--world-model-v2 %s: the artefact reads feature set %s, not %s", path, m.FeatureSet(), worldmodel.FeaturesV2)
+	}
+	return m, nil
 }
 
 func loadWorldModel(path string) (*worldmodel.Model, error) {

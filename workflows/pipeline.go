@@ -221,3 +221,54 @@ func (r *runFlow) pause(ctx workflow.Context) error {
 	r.details(ctx)
 	return nil
 }
+
+// resumePipeline completes the state of a pipelined run resumed at step S
+// (changePipelineResume; docs/design.md, "Asynchronous pipeline"): steps
+// S..S+d start with what they would have started with in the uninterrupted
+// run. Their samplers are the copied checkpoints max(0, S−d)..S, their
+// anchor fractions the ones ResumeRun rebuilt (the run's after steps
+// S−d−1..S−1), and their world models the versions of the latest refresh
+// after a step ≤ t−d−1, each made again from the copied anchor pairs, in
+// step order (the same pairs give the same version); the run's own fraction
+// and world model are those after step S−1.
+func (r *runFlow) resumePipeline(ctx workflow.Context, res activities.ResumeRunResponse) error {
+	st, cfg := r.st, r.cfg
+	d := cfg.Pipeline.OffPolicy()
+	p := res.Pipeline
+	if p == nil || len(p.Fractions) != d+1 || len(p.Recent) == 0 || p.Recent[len(p.Recent)-1] != st.Checkpoint {
+		return invalidInput(fmt.Errorf("resume from %s: no pipeline state for max_off_policy %d at step %d (%+v)",
+			r.in.ResumeFrom, d, st.Step, p))
+	}
+	st.Recent = p.Recent
+	st.AnchorFraction = p.Fractions[d]
+	// The refresh a step t ≥ S is scored by: the latest after a step
+	// r ≤ t−d−1 with r+1 a multiple of every (none when negative).
+	refreshed := func(t int) int { return -1 }
+	if rf := cfg.WorldModel.Refresh; rf.On() {
+		refreshed = func(t int) int {
+			if t-d < 0 {
+				return -1
+			}
+			return (t-d)/rf.Every*rf.Every - 1
+		}
+	}
+	versions := map[int]*activities.WorldModelRef{-1: nil}
+	for t := st.Step; t <= st.Step+d; t++ {
+		last := refreshed(t)
+		if _, ok := versions[last]; ok {
+			continue
+		}
+		if err := r.refreshWorldModel(ctx, last); err != nil {
+			return err
+		}
+		versions[last] = st.WorldModel
+	}
+	st.Planned = nil
+	for k := range d + 1 {
+		if t := st.Step + k; t < cfg.Steps {
+			st.Planned = append(st.Planned, PlannedStep{Step: t, AnchorFraction: p.Fractions[k], WorldModel: versions[refreshed(t)]})
+		}
+	}
+	r.logger.Info("resumed pipeline", "step", st.Step, "recent", len(st.Recent), "planned", len(st.Planned))
+	return nil
+}

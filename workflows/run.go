@@ -154,7 +154,8 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 		if workflow.GetVersion(ctx, changeAsyncPipeline, workflow.DefaultVersion, 1) < 1 {
 			return RunResult{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d: this run predates the asynchronous pipeline", d))
 		}
-		if in.State == nil && in.ResumeFrom != "" {
+		if in.State == nil && in.ResumeFrom != "" &&
+			workflow.GetVersion(ctx, changePipelineResume, workflow.DefaultVersion, 1) < 1 {
 			return RunResult{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d: continuing a pipelined run (resume from %s) "+
 				"is not built yet: its first steps sample from checkpoints the resumed run does not copy", d, in.ResumeFrom))
 		}
@@ -217,6 +218,9 @@ func (r *runFlow) setup(ctx workflow.Context) error {
 			// The fraction the old run's last step used, moved by that
 			// step's ρ as the old run would have moved it.
 			r.st.AnchorFraction = anchors.Adapt(r.st.AnchorFraction, res.Rho, a.Controller())
+		}
+		if r.pipelined {
+			return r.resumePipeline(ctx, res)
 		}
 		// The old run's latest refresh, after step last, is made again from
 		// the copied anchor pairs: the same pairs give the same version.

@@ -326,6 +326,8 @@ func (s *stepRun) chooseUniformAnchors(ctx workflow.Context) error {
 // (changeActiveAnchors): the groups' uncertainties come from the
 // AnchorUncertainty local activity, recorded in the history, and the choice
 // is anchors.SelectActive of them, a pure function of (seed, step, inputs).
+// In a pipelined run (changePipelineActiveAnchors) the uncertainties read
+// the steps before s−d only, which are complete when step s starts.
 func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	u, err := s.uncertainty(ctx)
 	if err != nil {
@@ -355,6 +357,17 @@ func (s *stepRun) uncertainty(ctx workflow.Context) (activities.AnchorUncertaint
 	}
 	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
 		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
+	if d := s.cfg.Pipeline.OffPolicy(); d > 0 {
+		// Steps s−d..s−1 may be in flight: read the steps complete before
+		// this one started. Only pipelined runs with active anchors ask
+		// (selective scoring is refused with a pipeline), and none existed
+		// before the change.
+		if workflow.GetVersion(ctx, changePipelineActiveAnchors, workflow.DefaultVersion, 1) < 1 {
+			return activities.AnchorUncertaintyResponse{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d with "+
+				"anchors.active: this step predates active anchors in the asynchronous pipeline", d))
+		}
+		req.Lag = d
+	}
 	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
 	u, err := activities.AnchorUncertainty.ExecuteLocal(lctx, req).Result(ctx)
 	if err != nil {

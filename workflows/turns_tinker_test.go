@@ -98,3 +98,45 @@ func TestRealRunTurnsTinker(t *testing.T) {
 		t.Errorf("3 turns and 1 turn ended at the same checkpoint %s", r0.Checkpoint.Hash)
 	}
 }
+
+// TestRealRunPipelineTurnsTinker: the 3-turn Tinker run of the tiny preset
+// with pipeline.max_off_policy 1, twice, ends at the same checkpoint (not
+// the sequential one's): the turns of step t are sampled from checkpoint
+// max(0, t−1), so their stored sampling logprobs, which the datums carry
+// to the importance_sampling loss, are that checkpoint's: step 0's update
+// has ratio 1 (sampled from its own checkpoint), the later ones another.
+func TestRealRunPipelineTurnsTinker(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Policy.Backend = backend.Tinker
+	cfg.Trajectory.Turns = 3
+	cfg.Pipeline.MaxOffPolicy = 1
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := runToEnd(t, tinkerRealActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "tinker-pipe-turns-1", Config: cfg})
+	r2, _ := runToEnd(t, tinkerRealActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "tinker-pipe-turns-2", Config: cfg})
+	if r1.Steps != cfg.Steps || r1.Checkpoint != r2.Checkpoint {
+		t.Fatalf("runs ended at %+v and %+v (%d steps), want the same checkpoint after %d steps", r1.Checkpoint, r2.Checkpoint, r1.Steps, cfg.Steps)
+	}
+	t.Logf("3-turn Tinker runs with d = 1: both at checkpoint %d %s", r1.Checkpoint.Version, r1.Checkpoint.Hash)
+	steps, err := st.Steps(t.Context(), r1.RunID)
+	if err != nil || len(steps) != cfg.Steps {
+		t.Fatalf("%d steps (%v)", len(steps), err)
+	}
+	for _, s := range steps {
+		m := s.Metrics
+		t.Logf("step %d: importance ratio mean %.4f max %.4f", s.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+		on := math.Abs(m.ImportanceRatioMean-1) < 1e-9 && math.Abs(m.ImportanceRatioMax-1) < 1e-9
+		if (s.Step == 0) != on || !(m.ImportanceRatioMean > 0) {
+			t.Errorf("step %d: importance ratio mean %v max %v; want 1 at step 0 only", s.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+		}
+	}
+	seq := cfg
+	seq.Pipeline.MaxOffPolicy = 0
+	r0, _ := runToEnd(t, tinkerRealActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "tinker-seq-turns", Config: seq})
+	if r0.Checkpoint.Hash == r1.Checkpoint.Hash {
+		t.Errorf("d = 1 and d = 0 ended at the same checkpoint %s", r0.Checkpoint.Hash)
+	}
+}

@@ -125,4 +125,19 @@ const (
 	// the counts in its metrics (stepsummary.Step.Scoring). Runs without
 	// the section never reach the check, so no earlier history meets it.
 	changeSelectiveScoring = "selective-scoring"
+	// changePipelineActiveAnchors (version 1, asked only in steps of runs
+	// with pipeline.max_off_policy d > 0 and anchors.active, with
+	// changeActiveAnchors): the step's AnchorUncertainty reads the anchor
+	// pairs of steps 0..s−d−1 and the map of step s−d−1
+	// (AnchorUncertaintyRequest.Lag = d), the steps complete before step s
+	// starts. Before it validation refused the combination, so no earlier
+	// history meets it.
+	changePipelineActiveAnchors = "pipeline-active-anchors"
+	// changePipelineResume (version 1, asked only by runs with
+	// pipeline.max_off_policy d > 0 started with ResumeFrom): the run
+	// continues the old run's pipeline (pipeline.go, resumePipeline): steps
+	// S..S+d start with the copied samplers, the anchor fractions ResumeRun
+	// rebuilds and the world-model versions of their refreshes, made again.
+	// Before it such a run was refused, so no earlier history meets it.
+	changePipelineResume = "pipeline-resume"
 )

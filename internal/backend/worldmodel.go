@@ -119,6 +119,11 @@ type TrainItem struct {
 	// Group names the item's group (one task of one step) and Key its
 	// trajectory (SampleKey), for metrics and messages.
 	Group, Key string
+	// Step is the step the item was executed at.
+	Step int
+	// Weight is how much the item counts relative to the run's other items,
+	// finite and > 0 (world_model.refresh.half_life); 0 means 1.
+	Weight float64
 }
 
 // Refreshed is a retrained world model: its artefact (the bytes Open reads

@@ -170,8 +170,10 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Trajectory.ObservationTokens = -1 }, "trajectory.observation_tokens:"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = -1 }, "pipeline.max_off_policy: must be in [0,4]"},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy = 5 }, "pipeline.max_off_policy: must be in [0,4]"},
-		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Trajectory.Turns = 1, 3 }, "pipeline.max_off_policy: 1 with trajectory.turns 3"},
-		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Anchors.Active = 2, ActiveAnchors{Enabled: true, Mix: 0.5} }, "pipeline.max_off_policy: 2 with anchors.active"},
+		// A pipelined multi-turn run is valid; its turns are refused where
+		// a single-step one's are (a policy without multi-turn sampling).
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Trajectory.Turns, c.Policy.Backend = 1, 3, "vllm" }, "trajectory.turns: 3 turns with policy.backend \"vllm\""},
+		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Anchors.Active = 2, ActiveAnchors{Enabled: true} }, "anchors.active.mix:"},
 		{func(c *Config) {
 			c.Pipeline.MaxOffPolicy, c.Anchors.Selective = 1, SelectiveScoring{Enabled: true, Ratio: 2}
 		}, "pipeline.max_off_policy: 1 with anchors.selective"},
@@ -743,8 +745,9 @@ func TestTrajectory(t *testing.T) {
 // TestPipeline: the pipeline section's defaults (d = 0, ε = 0.2) when it
 // is left out, its JSON left out when zero (so recorded configurations and
 // their hashes keep their form), its fields from YAML and back through
-// JSON, the schedule max(0, t−d), and d > 0 refused at its line until the
-// workflows run the pipeline.
+// JSON, the schedule max(0, t−d), d > 0 accepted with multi-turn
+// trajectories and with active anchors, and a d out of range refused at
+// its line.
 func TestPipeline(t *testing.T) {
 	c := Default()
 	if p := c.Pipeline; p.OffPolicy() != 0 || p.ClipRange() != 0.2 || p.SamplingCheckpoint(7) != 7 {
@@ -783,6 +786,17 @@ func TestPipeline(t *testing.T) {
 	c, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 2\n"))
 	if err != nil || c.Pipeline.OffPolicy() != 2 {
 		t.Errorf("max_off_policy 2: %+v, %v; want accepted", c.Pipeline, err)
+	}
+	// Multi-turn trajectories are pipelined: every turn of step t sampled
+	// from checkpoint max(0, t−d).
+	c, err = Parse(Default(), []byte("steps: 3\ntrajectory:\n  turns: 3\npipeline:\n  max_off_policy: 1\n"))
+	if err != nil || c.Pipeline.OffPolicy() != 1 || c.Trajectory.TurnCount() != 3 {
+		t.Errorf("max_off_policy 1 with 3 turns: %+v %+v, %v; want accepted", c.Pipeline, c.Trajectory, err)
+	}
+	// So is active anchor selection (its uncertainties read steps 0..t−d−1).
+	c, err = Parse(Default(), []byte("steps: 3\nanchors:\n  active: {enabled: true, mix: 0.5, floor: 0.25}\npipeline:\n  max_off_policy: 2\n"))
+	if err != nil || c.Pipeline.OffPolicy() != 2 || !c.Anchors.Active.Enabled {
+		t.Errorf("max_off_policy 2 with anchors.active: %+v %+v, %v; want accepted", c.Pipeline, c.Anchors.Active, err)
 	}
 	_, err = Parse(Default(), []byte("steps: 3\npipeline:\n  max_off_policy: 5\n"))
 	want := "pipeline.max_off_policy: line 3: must be in [0,4]"

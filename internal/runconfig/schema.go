@@ -1,6 +1,7 @@
 package runconfig
 
 import (
+	"math"
 	"time"
 
 	"github.com/wmrl/wmrl/internal/advantage"
@@ -221,6 +222,12 @@ type WorldModel struct {
 	// Any well-formed name is valid here: the workers' registrations say
 	// which exist.
 	Backend string `yaml:"backend" json:"backend,omitempty"`
+	// Features picks the built-in world model's feature set: "" or "v1"
+	// (the stored model, default.json) or "v2" (FeaturesV2: each family's
+	// hyperparameters against the task's card; the stored v2 model,
+	// default-v2.json). Left out of the JSON when empty, so configurations
+	// written before it keep their recorded form.
+	Features string `yaml:"features" json:"features,omitempty"`
 	// Simulated sets the simulated world model's quality
 	// (world_model.backend: simulated).
 	Simulated Simulated `yaml:"simulated" json:"simulated,omitzero"`
@@ -235,10 +242,39 @@ type WorldModel struct {
 // its original training data plus the run's anchor executions so far, and
 // the steps after it are scored by the new version (docs/design.md,
 // "On-policy world model"). Every 0 means never: the frozen model.
+//
+// HalfLife, in steps, weights the run's examples toward the current policy:
+// in the refresh after step s an anchor execution of step t weighs
+// 0.5^((s − t)/HalfLife) relative to the others (Weight), and the run's
+// weights are scaled to sum to its number of executions, so the run counts
+// against the base data as much as without weights; 0 (the default) weighs
+// every one as a base example.
 type Refresh struct {
-	Every    int `yaml:"every" json:"every,omitempty"`
-	MinPairs int `yaml:"min_pairs" json:"min_pairs,omitempty"`
+	Every    int     `yaml:"every" json:"every,omitempty"`
+	MinPairs int     `yaml:"min_pairs" json:"min_pairs,omitempty"`
+	HalfLife float64 `yaml:"half_life" json:"half_life,omitempty"`
 }
+
+// Weight is the relative weight of a run's anchor execution of step in the
+// refresh after refreshStep: 0.5^((refreshStep − step)/HalfLife), 1 for the
+// newest step and for every step when HalfLife is 0. A weight too small to represent is the smallest
+// positive float64, so that an old execution never weighs 0.
+func (r Refresh) Weight(step, refreshStep int) float64 {
+	if r.HalfLife == 0 || step >= refreshStep {
+		return 1
+	}
+	return math.Max(math.Pow(0.5, float64(refreshStep-step)/r.HalfLife), math.SmallestNonzeroFloat64)
+}
+
+// Feature sets of the built-in world model (WorldModel.Features).
+const (
+	FeaturesV1 = "v1"
+	FeaturesV2 = "v2"
+)
+
+// FeaturesV2On reports whether the run's built-in world model reads the v2
+// feature set.
+func (w WorldModel) FeaturesV2On() bool { return w.Features == FeaturesV2 }
 
 // On reports whether the world model is refreshed.
 func (r Refresh) On() bool { return r.Every > 0 }

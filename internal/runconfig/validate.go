@@ -34,9 +34,16 @@ func (r Refresh) validate(m mode.Mode, wmBackend string) error {
 	if err := intIn("world_model.refresh.min_pairs", r.MinPairs, 0, maxRefreshPairs); err != nil {
 		return err
 	}
+	if !finite(r.HalfLife) || r.HalfLife < 0 || r.HalfLife > maxSteps {
+		return bad("world_model.refresh.half_life", "must be a number of steps in [0, %d] (0: every anchor execution weighs the same), got %v",
+			maxSteps, r.HalfLife)
+	}
 	if !r.On() {
 		if r.MinPairs != 0 {
 			return bad("world_model.refresh.min_pairs", "is set (%d) but world_model.refresh.every is 0 (off)", r.MinPairs)
+		}
+		if r.HalfLife != 0 {
+			return bad("world_model.refresh.half_life", "is set (%v) but world_model.refresh.every is 0 (off)", r.HalfLife)
 		}
 		return nil
 	}
@@ -47,6 +54,27 @@ func (r Refresh) validate(m mode.Mode, wmBackend string) error {
 	if wmBackend != "" && wmBackend != backend.Builtin {
 		return bad("world_model.refresh.every", "world_model.backend %q cannot be retrained here: only the built-in "+
 			"world model is refreshed (a remote model's fine-tuning would go behind backend.Refresher)", wmBackend)
+	}
+	return nil
+}
+
+// validateFeatures checks world_model.features against the mode and the
+// backend: a feature set is the built-in world model's.
+func (w WorldModel) validateFeatures(m mode.Mode) error {
+	switch w.Features {
+	case "":
+		return nil
+	case FeaturesV1, FeaturesV2:
+	default:
+		return bad("world_model.features", "must be %q (the stored world model's features, the default) or %q, got %q",
+			FeaturesV1, FeaturesV2, w.Features)
+	}
+	if !m.Pieces().WorldModel {
+		return bad("world_model.features", "is %q but mode %s uses no world model", w.Features, m)
+	}
+	if w.Backend != "" && w.Backend != backend.Builtin {
+		return bad("world_model.features", "is %q but world_model.backend is %q: feature sets are the built-in world model's",
+			w.Features, w.Backend)
 	}
 	return nil
 }
@@ -189,9 +217,10 @@ func (c Config) checkTrajectory() []func() error {
 }
 
 // checkPipeline checks the pipeline section. Zeros are the defaults. The
-// workflows run d > 0 (docs/design.md, "Asynchronous pipeline") for
-// single-shot trajectories without active anchor selection; with those,
-// d > 0 is refused.
+// workflows run any d in range (docs/design.md, "Asynchronous pipeline"):
+// single-shot and multi-turn trajectories (every turn of step t sampled
+// from checkpoint max(0, t−d)), with or without active anchor selection
+// (whose uncertainties at step t read steps 0..t−d−1).
 func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
@@ -199,17 +228,9 @@ func (c Config) checkPipeline() []func() error {
 			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
 				return err
 			}
-			switch {
-			case p.MaxOffPolicy == 0:
-			case c.Trajectory.MultiTurn():
-				return bad("pipeline.max_off_policy", "%d with trajectory.turns %d: the asynchronous pipeline of multi-turn "+
-					"trajectories is not built; use 0 (the sequential step)", p.MaxOffPolicy, c.Trajectory.TurnCount())
-			case c.Anchors.Active.Enabled:
-				return bad("pipeline.max_off_policy", "%d with anchors.active: active anchor selection reads the steps "+
-					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
-			case c.Anchors.Selective.Enabled:
-				return bad("pipeline.max_off_policy", "%d with anchors.selective: selective scoring reads the steps "+
-					"before the step, which a pipeline has not finished; use 0 (the sequential step)", p.MaxOffPolicy)
+			if p.MaxOffPolicy > 0 && c.Anchors.Selective.Enabled {
+				return bad("pipeline.max_off_policy", "%d with anchors.selective: selective scoring is not built for the "+
+					"asynchronous pipeline; use 0 (the sequential step)", p.MaxOffPolicy)
 			}
 			return nil
 		},
@@ -352,6 +373,7 @@ func (c Config) checks() []func() error {
 		},
 		func() error { return checkBackend("world_model.backend", c.WorldModel.Backend) },
 		func() error { return c.WorldModel.Refresh.validate(c.Mode, c.WorldModel.Backend) },
+		func() error { return c.WorldModel.validateFeatures(c.Mode) },
 		func() error {
 			if err := checkBackend("tasks", c.Tasks); err != nil {
 				return err

@@ -20,8 +20,30 @@ import (
 //go:embed default.json
 var defaultArtefact []byte
 
+// defaultV2Artefact is the stored world model on FeaturesV2, rebuilt by
+//
+//	wmrl worldmodel fit --features v2 --out internal/worldmodel/default-v2.json
+//
+// (the same executions as default.json: the same suite, samples and seed).
+// It is read only through DefaultFor.
+//
+//go:embed default-v2.json
+var defaultV2Artefact []byte
+
 // Default loads the stored world model (checked like any artefact).
 func Default() (*Model, error) { return Load(defaultArtefact) }
+
+// DefaultFor loads the stored world model of a feature set: default.json
+// for FeaturesV1, default-v2.json for FeaturesV2.
+func DefaultFor(fs FeatureSet) (*Model, error) {
+	switch fs {
+	case FeaturesV1:
+		return Default()
+	case FeaturesV2:
+		return Load(defaultV2Artefact)
+	}
+	return nil, fmt.Errorf("stored world model: unknown feature set %q", fs)
+}
 
 // LoadFile loads an artefact from a file (see Load); "" means the stored
 // model (Default).

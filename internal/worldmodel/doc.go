@@ -16,6 +16,16 @@
 // family). A prediction costs a few microseconds; an execution tens to
 // hundreds of milliseconds.
 //
+// That layout is FeaturesV1, the stored model's. FeaturesV2 appends terms
+// that put each family's hyperparameters against the card (the ridge
+// penalty against rows, input scale and a noise proxy; the boosting budget
+// and tree depth against rows, noise and curvature; k against noise and
+// width; ...), so that a hyperparameter's best value can move from task to
+// task (v2.go). A model records its set (Model.Features, absent for v1);
+// default-v2.json is the stored v2 model, fitted on default.json's
+// executions. FitWeighted and Refit's run-example weights let a refresh
+// count recent executions more.
+//
 // # Model
 //
 // A ridge regression on the standardised features, fitted in the space of a

@@ -188,7 +188,7 @@ func Evaluate(ctx context.Context, m *Model, s *suite.Suite, cfg EvalConfig, run
 	if err != nil {
 		return Report{}, nil, fmt.Errorf("evaluate world model: %w", err)
 	}
-	examples, err := examplesOf(s, recs)
+	examples, err := examplesOf(s, recs, m.FeatureSet())
 	if err != nil {
 		return Report{}, nil, fmt.Errorf("evaluate world model: %w", err)
 	}

@@ -17,19 +17,64 @@ import (
 // in that order, and depends only on its inputs.
 //
 // It panics when len(card) != suite.VectorLen (a programmer error).
-func Features(card []float64, p program.Program) []float64 {
+//
+// These are the features of FeaturesV1, the stored model's; FeatureSet.Features
+// computes those of any set.
+func Features(card []float64, p program.Program) []float64 { return FeaturesV1.Features(card, p) }
+
+// FeatureNames names the entries of Features, in order.
+func FeatureNames() []string { return FeaturesV1.Names() }
+
+// FeatureSet names a layout of the feature vector. A model records the set
+// it was fitted on (Model.Features) and is only ever fed that set's
+// vectors.
+type FeatureSet string
+
+const (
+	// FeaturesV1 is the original layout (numFeatures entries): the card,
+	// the program's steps, family and hyperparameters, and a few products
+	// of the two. The stored model default.json uses it.
+	FeaturesV1 FeatureSet = "v1"
+	// FeaturesV2 is FeaturesV1 followed by features of each family's
+	// hyperparameters measured against the task's card (see v2.go): the
+	// ridge penalty relative to the rows and the noise the card suggests,
+	// tree depth against the card's interaction and curvature hints, the
+	// boosting budget against rows and noise, and so on. Its stored model
+	// is default-v2.json.
+	FeaturesV2 FeatureSet = "v2"
+)
+
+// FeatureSets lists the feature sets in order.
+func FeatureSets() []FeatureSet { return []FeatureSet{FeaturesV1, FeaturesV2} }
+
+// ParseFeatureSet returns the set a name gives: "" and "v1" are
+// FeaturesV1, "v2" is FeaturesV2.
+func ParseFeatureSet(name string) (FeatureSet, error) {
+	switch FeatureSet(name) {
+	case "", FeaturesV1:
+		return FeaturesV1, nil
+	case FeaturesV2:
+		return FeaturesV2, nil
+	}
+	return "", fmt.Errorf("unknown feature set %q: want %s or %s", name, FeaturesV1, FeaturesV2)
+}
+
+// Features returns the set's feature vector for a program on a task with
+// card vector card (see the package Features). It panics when len(card) !=
+// suite.VectorLen or the set is unknown (programmer errors).
+func (fs FeatureSet) Features(card []float64, p program.Program) []float64 {
 	if len(card) != suite.VectorLen {
 		panic(fmt.Sprintf("worldmodel: card vector of length %d, want %d", len(card), suite.VectorLen))
 	}
-	f := featureVec{vals: make([]float64, 0, numFeatures)}
-	f.build(card, p)
+	f := featureVec{vals: make([]float64, 0, numFeatures+numFeaturesV2)}
+	f.build(card, p, fs)
 	return f.vals
 }
 
-// FeatureNames names the entries of Features, in order.
-func FeatureNames() []string {
+// Names names the entries of the set's Features, in order.
+func (fs FeatureSet) Names() []string {
 	f := featureVec{named: true}
-	f.build(make([]float64, suite.VectorLen), program.Program{Model: program.Op{Name: "mean"}})
+	f.build(make([]float64, suite.VectorLen), program.Program{Model: program.Op{Name: "mean"}}, fs)
 	return f.names
 }
 
@@ -81,7 +126,12 @@ const (
 	cardBias           = 31
 )
 
-func (f *featureVec) build(card []float64, p program.Program) {
+func (f *featureVec) build(card []float64, p program.Program, fs FeatureSet) {
+	switch fs {
+	case FeaturesV1, FeaturesV2:
+	default:
+		panic(fmt.Sprintf("worldmodel: unknown feature set %q", fs))
+	}
 	// The card itself (its constant bias entry left out). These features
 	// are constant within a task: they move a task's level, not the order
 	// of programs on it.
@@ -221,6 +271,9 @@ func (f *featureVec) build(card []float64, p program.Program) {
 	f.add("rff.log10_gamma_times_width^2", rffGW*rffGW)
 	f.add("rff.log10_alpha", rffA)
 	f.add("rff.log10_alpha^2", rffA*rffA)
+	if fs == FeaturesV2 {
+		f.buildV2(card, p, width, stdBeforeModel)
+	}
 }
 
 func boolf(b bool) float64 {

@@ -41,9 +41,36 @@ func DefaultFitOptions() FitOptions { return FitOptions{Lambda: 0.1, TargetEps: 
 // sources of bias (see the package documentation). The result is
 // deterministic for a given input.
 func FitLinear(examples []Example, names []string, opt FitOptions) (*Model, error) {
+	return FitWeighted(examples, nil, names, opt)
+}
+
+// FitWeighted is FitLinear with a weight per example (nil: every weight 1):
+// the centres, scales and mean target are weighted means, and the normal
+// equations are (ZᵀWZ + Lambda·(Σw)·I) w = ZᵀW t, so an example of weight
+// w counts as w examples. With every weight 1 the result is FitLinear's,
+// byte for byte. Weights must be finite and positive. The training MSE and
+// Spearman it records are unweighted.
+func FitWeighted(examples []Example, weights []float64, names []string, opt FitOptions) (*Model, error) {
 	n, d := len(examples), len(names)
 	if n < 2 {
 		return nil, fmt.Errorf("fit world model: %d examples, want at least 2", n)
+	}
+	if weights != nil && len(weights) != n {
+		return nil, fmt.Errorf("fit world model: %d weights for %d examples", len(weights), n)
+	}
+	weight := func(i int) float64 {
+		if weights == nil {
+			return 1
+		}
+		return weights[i]
+	}
+	var sumW float64
+	for i := range n {
+		w := weight(i)
+		if !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("fit world model: example %d has weight %v, want finite and > 0", i, w)
+		}
+		sumW += w
 	}
 	if !opt.Link.valid() {
 		return nil, fmt.Errorf("fit world model: unknown link %q", opt.Link)
@@ -64,19 +91,21 @@ func FitLinear(examples []Example, names []string, opt FitOptions) (*Model, erro
 			if !finite(v) {
 				return nil, fmt.Errorf("fit world model: example %d feature %s is %v", i, names[j], v)
 			}
-			center[j] += v
+			center[j] += weight(i) * v
 		}
 	}
+	// With every weight 1, w·x is x and Σw is n exactly: the arithmetic is
+	// the unweighted fit's.
 	for j := range center {
-		center[j] /= float64(n)
+		center[j] /= sumW
 	}
-	for _, e := range examples {
+	for i, e := range examples {
 		for j, v := range e.X {
-			scale[j] += (v - center[j]) * (v - center[j])
+			scale[j] += weight(i) * ((v - center[j]) * (v - center[j]))
 		}
 	}
 	for j := range scale {
-		scale[j] = math.Sqrt(scale[j] / float64(n))
+		scale[j] = math.Sqrt(scale[j] / sumW)
 		if scale[j] < 1e-9 {
 			scale[j] = 1 // constant on the training data: its weight is 0
 		}
@@ -86,24 +115,26 @@ func FitLinear(examples []Example, names []string, opt FitOptions) (*Model, erro
 	var tmean float64
 	for i, e := range examples {
 		target[i] = opt.Link.target(e.Y, opt.TargetEps)
-		tmean += target[i]
+		tmean += weight(i) * target[i]
 	}
-	tmean /= float64(n)
+	tmean /= sumW
 
+	// Rows scaled by √w: ZᵀZ and Zᵀt of the scaled rows are ZᵀWZ and ZᵀWt.
 	z := mat.NewDense(n, d, nil)
 	for i, e := range examples {
+		sw := math.Sqrt(weight(i))
 		for j, v := range e.X {
-			z.Set(i, j, (v-center[j])/scale[j])
+			z.Set(i, j, sw*((v-center[j])/scale[j]))
 		}
 	}
 	var gram mat.SymDense
 	gram.SymOuterK(1, z.T())
 	for j := range d {
-		gram.SetSym(j, j, gram.At(j, j)+opt.Lambda*float64(n))
+		gram.SetSym(j, j, gram.At(j, j)+opt.Lambda*sumW)
 	}
 	tc := mat.NewVecDense(n, nil)
 	for i := range n {
-		tc.SetVec(i, target[i]-tmean)
+		tc.SetVec(i, math.Sqrt(weight(i))*(target[i]-tmean))
 	}
 	var rhs mat.VecDense
 	rhs.MulVec(z.T(), tc)

@@ -22,18 +22,22 @@ const FormatVersion = 1
 //	r_wm = min(1, exp(z))          (LinkLog)
 //	r_wm = 1 / (1 + exp(−z))       (LinkLogit)
 //
-// where x is Features(card, program). It is a plain value: its JSON form is
+// where x is m.FeatureSet().Features(card, program). It is a plain value: its JSON form is
 // the artefact written by `wmrl worldmodel fit`, sealed by Checksum.
 type Model struct {
 	Version int `json:"version"`
 	// FeatureNames are the names of the features the weights belong to, in
 	// order. Load refuses an artefact whose names differ from FeatureNames(),
 	// so an artefact never silently meets a different feature layout.
-	FeatureNames []string  `json:"feature_names"`
-	Center       []float64 `json:"center"`
-	Scale        []float64 `json:"scale"`
-	Weights      []float64 `json:"weights"`
-	Intercept    float64   `json:"intercept"`
+	FeatureNames []string `json:"feature_names"`
+	// Features is the feature set the model reads (FeatureSet; "" is
+	// FeaturesV1, left out of a v1 artefact so that artefacts written
+	// before feature sets existed keep their bytes and checksum).
+	Features  FeatureSet `json:"features,omitempty"`
+	Center    []float64  `json:"center"`
+	Scale     []float64  `json:"scale"`
+	Weights   []float64  `json:"weights"`
+	Intercept float64    `json:"intercept"`
 	// Link maps the linear score to r_wm (see Link).
 	Link Link `json:"link"`
 	// Fit records how the model was trained (data and regularisation), so
@@ -184,8 +188,20 @@ func Load(data []byte) (*Model, error) {
 	return &m, nil
 }
 
+// FeatureSet returns the feature set the model reads.
+func (m *Model) FeatureSet() FeatureSet {
+	if m.Features == "" {
+		return FeaturesV1
+	}
+	return m.Features
+}
+
 func (m *Model) validate() error {
-	names := FeatureNames()
+	fs, err := ParseFeatureSet(string(m.Features))
+	if err != nil {
+		return err
+	}
+	names := fs.Names()
 	if !slices.Equal(m.FeatureNames, names) {
 		return fmt.Errorf("feature layout differs from this build (%d features in the artefact, %d here); refit with `wmrl worldmodel fit`", len(m.FeatureNames), len(names))
 	}

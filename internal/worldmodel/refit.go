@@ -3,6 +3,7 @@ package worldmodel
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/wmrl/wmrl/internal/program"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -17,6 +18,14 @@ type RunExample struct {
 	Card    []float64
 	Program string
 	Score   float64
+	// Weight is the example's weight relative to the other run examples,
+	// > 0; 0 means 1. Refit scales the run's weights to sum to their
+	// number, so that the run as a whole counts as many base examples as
+	// it has executions, as without weights, and only the share among
+	// them moves: a refresh weighted toward the current policy
+	// (world_model.refresh.half_life) gives older executions less and the
+	// newest more.
+	Weight float64
 }
 
 // BaseData regenerates the original training data of a frozen model from
@@ -55,14 +64,16 @@ func BaseExamples(base *Model, s *suite.Suite, recs []Record) ([]Example, error)
 	if err := checkBase(base, s); err != nil {
 		return nil, err
 	}
-	ex, err := examplesOf(s, recs)
+	fs := base.FeatureSet()
+	ex, err := examplesOf(s, recs, fs)
 	if err != nil {
 		return nil, fmt.Errorf("world model base data: %w", err)
 	}
-	m, err := FitLinear(ex, FeatureNames(), base.Fit.Options())
+	m, err := FitLinear(ex, fs.Names(), base.Fit.Options())
 	if err != nil {
 		return nil, fmt.Errorf("world model base data: %w", err)
 	}
+	m.setFeatures(fs)
 	m.Fit.SuiteSeed, m.Fit.SuiteHash = s.Options.Seed, s.Hash
 	m.Fit.SamplesPerTask, m.Fit.Seed, m.Fit.Tasks = base.Fit.SamplesPerTask, base.Fit.Seed, len(s.Split(suite.Train))
 	got, err := m.Marshal()
@@ -92,14 +103,23 @@ func checksumOf(artefact []byte) string {
 // from BaseData) plus a run's own executions, with the frozen model's
 // regularisation: the on-policy world model. The result is a pure function
 // of its inputs and their order; its Fit records the base model and the
-// number of run examples. A run example whose program does not parse is an
-// error (the world model scored it, so it parsed when the run sampled it).
+// number of run examples. The refreshed model reads the base model's
+// feature set. Run examples carry relative weights (RunExample.Weight),
+// scaled to sum to the number of run examples; base examples weigh 1.
+// When every weight is 1 the fit is the unweighted one, byte for byte.
+// A run example whose program does not parse is an error (the world model
+// scored it, so it parsed when the run sampled it).
 func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 	if base.Fit.Base != "" {
 		return nil, fmt.Errorf("refit world model: the base is itself refreshed (from %.12s)", base.Fit.Base)
 	}
+	fs := base.FeatureSet()
 	examples := make([]Example, 0, len(baseData)+len(run))
 	examples = append(examples, baseData...)
+	weights, err := runWeights(len(baseData), run)
+	if err != nil {
+		return nil, err
+	}
 	for i, r := range run {
 		if len(r.Card) != suite.VectorLen {
 			return nil, fmt.Errorf("refit world model: run example %d (%s): card vector of length %d, want %d", i, r.Group, len(r.Card), suite.VectorLen)
@@ -108,20 +128,58 @@ func Refit(base *Model, baseData []Example, run []RunExample) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("refit world model: run example %d (%s): %w", i, r.Group, err)
 		}
-		examples = append(examples, Example{Group: "run/" + r.Group, X: Features(r.Card, p), Y: r.Score})
+		examples = append(examples, Example{Group: "run/" + r.Group, X: fs.Features(r.Card, p), Y: r.Score})
 	}
 	sealed, err := base.Marshal()
 	if err != nil {
 		return nil, err
 	}
 	baseSum := checksumOf(sealed)
-	m, err := FitLinear(examples, FeatureNames(), base.Fit.Options())
+	m, err := FitWeighted(examples, weights, fs.Names(), base.Fit.Options())
 	if err != nil {
 		return nil, fmt.Errorf("refit world model: %w", err)
 	}
+	m.setFeatures(fs)
 	info := base.Fit
 	info.Samples, info.TrainMSE, info.TrainSpearman = m.Fit.Samples, m.Fit.TrainMSE, m.Fit.TrainSpearman
 	info.Base, info.RunExamples = baseSum, len(run)
 	m.Fit = info
 	return m, nil
+}
+
+// runWeights returns the weights of base examples (1) and run examples
+// (RunExample.Weight scaled to sum to len(run)), or nil when every run
+// weight is 1 (or 0, meaning 1): the unweighted fit.
+func runWeights(nBase int, run []RunExample) ([]float64, error) {
+	var sum float64
+	unweighted := true
+	for i, r := range run {
+		w := r.Weight
+		if w == 0 {
+			w = 1
+		}
+		if !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("refit world model: run example %d (%s): weight %v, want finite and > 0", i, r.Group, r.Weight)
+		}
+		unweighted = unweighted && w == 1
+		sum += w
+	}
+	if unweighted {
+		return nil, nil
+	}
+	weights := make([]float64, nBase+len(run))
+	for i := range nBase {
+		weights[i] = 1
+	}
+	scale := float64(len(run)) / sum
+	for i, r := range run {
+		w := r.Weight
+		if w == 0 {
+			w = 1
+		}
+		// A weight scaled below the smallest positive float64 stays
+		// positive.
+		weights[nBase+i] = math.Max(w*scale, math.SmallestNonzeroFloat64)
+	}
+	return weights, nil
 }

@@ -24,6 +24,8 @@ type FitConfig struct {
 	// Workers bounds concurrent executions; 0 means GOMAXPROCS.
 	Workers int        `json:"workers"`
 	Options FitOptions `json:"options"`
+	// Features is the feature set to fit on; "" is FeaturesV1.
+	Features FeatureSet `json:"features,omitempty"`
 }
 
 // DefaultFitConfig is the configuration of the stored artefact.
@@ -36,6 +38,10 @@ func DefaultFitConfig() FitConfig {
 // FitLinear). It returns the model and the logged records. The same suite,
 // configuration and run function give the same model, byte for byte.
 func Fit(ctx context.Context, s *suite.Suite, cfg FitConfig, run RunFunc) (*Model, []Record, error) {
+	fs, err := ParseFeatureSet(string(cfg.Features))
+	if err != nil {
+		return nil, nil, fmt.Errorf("fit world model: %w", err)
+	}
 	tasks := s.Split(suite.Train)
 	if len(tasks) == 0 {
 		return nil, nil, fmt.Errorf("fit world model: suite %d has no training tasks", s.Options.Seed)
@@ -44,14 +50,15 @@ func Fit(ctx context.Context, s *suite.Suite, cfg FitConfig, run RunFunc) (*Mode
 	if err != nil {
 		return nil, nil, fmt.Errorf("fit world model: %w", err)
 	}
-	examples, err := examplesOf(s, recs)
+	examples, err := examplesOf(s, recs, fs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fit world model: %w", err)
 	}
-	m, err := FitLinear(examples, FeatureNames(), cfg.Options)
+	m, err := FitLinear(examples, fs.Names(), cfg.Options)
 	if err != nil {
 		return nil, nil, err
 	}
+	m.setFeatures(fs)
 	m.Fit.SuiteSeed = s.Options.Seed
 	m.Fit.SuiteHash = s.Hash
 	m.Fit.SamplesPerTask = cfg.SamplesPerTask
@@ -60,8 +67,19 @@ func Fit(ctx context.Context, s *suite.Suite, cfg FitConfig, run RunFunc) (*Mode
 	return m, recs, nil
 }
 
+// setFeatures records the feature set on a fitted model: nothing for
+// FeaturesV1, so that a v1 artefact keeps the bytes it had before feature
+// sets existed.
+func (m *Model) setFeatures(fs FeatureSet) {
+	if fs == FeaturesV1 {
+		m.Features = ""
+		return
+	}
+	m.Features = fs
+}
+
 // examplesOf featurises logged records against their tasks' cards.
-func examplesOf(s *suite.Suite, recs []Record) ([]Example, error) {
+func examplesOf(s *suite.Suite, recs []Record, fs FeatureSet) ([]Example, error) {
 	cards := map[string][]float64{}
 	out := make([]Example, len(recs))
 	for i, r := range recs {
@@ -78,14 +96,14 @@ func examplesOf(s *suite.Suite, recs []Record) ([]Example, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
-		out[i] = Example{Group: r.Task, X: Features(card, p), Y: r.Score}
+		out[i] = Example{Group: r.Task, X: fs.Features(card, p), Y: r.Score}
 	}
 	return out, nil
 }
 
 // Predict returns r_wm for program p on a task with card vector card.
 func (m *Model) Predict(card []float64, p program.Program) float64 {
-	return m.PredictFeatures(Features(card, p))
+	return m.PredictFeatures(m.FeatureSet().Features(card, p))
 }
 
 // PredictText parses program text and predicts its score. A program that

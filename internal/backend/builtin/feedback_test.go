@@ -132,3 +132,108 @@ func TestPolicyReadsPreviousAttempt(t *testing.T) {
 		t.Errorf("update of two 2-turn trajectories: %+v, %d examples, want a new checkpoint from 4 examples", next, stats.Trajectories)
 	}
 }
+
+// TestOffPolicyUpdateOfTurns: the update of a multi-turn batch sampled from
+// an older checkpoint (an asynchronous pipeline's, UpdateRequest.Sampler)
+// weighs every turn's tokens by their ratio against the sampling logprobs
+// the sampler drew them with under that turn's own input (the card and the
+// previous attempt): the same checkpoint and statistics as
+// policy.UpdateOffPolicy of examples built by hand from the sampler's own
+// draws (Sample.TokenLogProbs), with a ratio other than 1.
+func TestOffPolicyUpdateOfTurns(t *testing.T) {
+	b, _, s := newBackend(t)
+	ctx := t.Context()
+	multi := settings()
+	multi.Turns = 3
+	ck0, err := b.Policy.Init(ctx, backend.InitRequest{Run: "m", Suite: testenv.SuiteSeed, Seed: 7, Settings: multi, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := s.Split(suite.Train)[0]
+	bt, err := b.Tasks.Task(ctx, testenv.SuiteSeed, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol0, err := policy.Load(ck0.Location, policy.ProgramGrammar{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two trajectories of two turns from checkpoint 0, drawn as Sample
+	// draws them (turn 2 from turn 1's program and its outcome).
+	type drawn struct {
+		card []float64
+		smp  policy.Sample
+		text string
+		prev *backend.Previous
+	}
+	var data []backend.Datum
+	var draws [][]drawn
+	for i, adv := range []float64{1, -1} {
+		var turns []drawn
+		var prev *backend.Previous
+		for turn := 1; turn <= 2; turn++ {
+			card, err := feedbackCard(bt.Features, prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seed := plan.TurnSampleSeed(7, 1, 0, i, turn)
+			smp, text, err := pol0.SampleProgram(card, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pv []backend.Previous
+			if prev != nil {
+				pv = []backend.Previous{*prev}
+			}
+			cs, err := b.Policy.Sample(ctx, backend.SampleRequest{Run: "m", Checkpoint: ck0, Task: bt, Seeds: []uint64{seed}, Previous: pv})
+			if err != nil || cs[0].Text != text {
+				t.Fatalf("turn %d: the backend sampled %v (%v), the policy %q", turn, cs, err, text)
+			}
+			turns = append(turns, drawn{card, smp, text, prev})
+			prev = &backend.Previous{Text: text, Status: "ok", Graded: true, Bucket: 1 + 2*i}
+		}
+		d := backend.Datum{Task: bt, Sample: i, Text: turns[0].text, Advantage: adv, Weight: 1}
+		for _, tr := range turns {
+			d.Turns = append(d.Turns, backend.DatumTurn{Text: tr.text, Previous: tr.prev})
+		}
+		data, draws = append(data, d), append(draws, turns)
+	}
+	// Checkpoint 1, then step 1's update of the batch drawn from 0.
+	ck1, _, err := b.Policy.Update(ctx, backend.UpdateRequest{Run: "m", Step: 0, Base: ck0, Batch: data, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck2, stats, err := b.Policy.Update(ctx, backend.UpdateRequest{Run: "m", Step: 1, Base: ck1, Batch: data, Dir: t.TempDir(),
+		Sampler: &ck0, RatioClip: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol1, err := policy.Load(ck1.Location, policy.ProgramGrammar{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples []policy.Example
+	for i, turns := range draws {
+		for _, tr := range turns {
+			lq, err := pol0.TokenLogProbs(tr.card, tr.smp.Tokens)
+			if err != nil || !slices.Equal(lq, tr.smp.TokenLogProbs) {
+				t.Fatalf("sampler's logprobs recomputed %v (%v), drawn with %v", lq, err, tr.smp.TokenLogProbs)
+			}
+			examples = append(examples, policy.Example{Card: tr.card, Tokens: tr.smp.Tokens, Advantage: data[i].Advantage,
+				Weight: 1, SampleLogProbs: tr.smp.TokenLogProbs})
+		}
+	}
+	want := pol1.Clone()
+	wstats, err := want.UpdateOffPolicy(examples, 0.2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck2.Hash != want.Hash() || stats.RatioMean != wstats.RatioMean || stats.RatioMax != wstats.RatioMax {
+		t.Fatalf("off-policy update of turns: checkpoint %s, ratio mean %v max %v; want %s, %v, %v", ck2.Hash, stats.RatioMean,
+			stats.RatioMax, want.Hash(), wstats.RatioMean, wstats.RatioMax)
+	}
+	if stats.RatioMean == 1 || stats.Trajectories != 4 {
+		t.Errorf("ratio mean %v over %d examples: want a ratio other than 1 over the 4 turns", stats.RatioMean, stats.Trajectories)
+	}
+	t.Logf("2 trajectories x 2 turns from checkpoint 0 into checkpoint 1: ratio mean %.4f, max %.4f", stats.RatioMean, stats.RatioMax)
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -92,7 +93,10 @@ func (w *WorldModel) Refresh(ctx context.Context, items []backend.TrainItem) (ba
 		if !(it.Score >= 0 && it.Score <= 1) {
 			return backend.Refreshed{}, backend.Permanent(fmt.Errorf("%s: refresh: score %v, want [0,1]", it.Key, it.Score))
 		}
-		run[i] = worldmodel.RunExample{Group: it.Group, Card: it.Task.Features, Program: it.Solution, Score: it.Score}
+		if !(it.Weight >= 0) || math.IsInf(it.Weight, 0) {
+			return backend.Refreshed{}, backend.Permanent(fmt.Errorf("%s: refresh: weight %v, want finite and >= 0", it.Key, it.Weight))
+		}
+		run[i] = worldmodel.RunExample{Group: it.Group, Card: it.Task.Features, Program: it.Solution, Score: it.Score, Weight: it.Weight}
 	}
 	m, err := worldmodel.Refit(base, data, run)
 	if err != nil {
