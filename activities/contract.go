@@ -70,7 +70,7 @@ var (
 	Fuse             = Activity[FuseRequest, FuseResponse]{NameFuse}
 	CalibrateAndFuse = Activity[CalibrateAndFuseRequest, CalibrateAndFuseResponse]{NameCalibrateAndFuse}
 	// AnchorUncertainty runs as a local activity of a step with active
-	// anchor selection.
+	// anchor selection or selective scoring.
 	AnchorUncertainty = Activity[AnchorUncertaintyRequest, AnchorUncertaintyResponse]{NameAnchorUncertainty}
 	Update            = Activity[UpdateRequest, UpdateResponse]{NameUpdate}
 	HeldOutTasks      = Activity[HeldOutTasksRequest, HeldOutTasksResponse]{NameHeldOutTasks}

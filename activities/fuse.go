@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/wmrl/wmrl/internal/advantage"
 	"github.com/wmrl/wmrl/internal/denoise"
@@ -23,6 +25,10 @@ type FuseRequest struct {
 	// AnchorWeights are the anchor groups' weights under active anchor
 	// selection (AnchorWeights[i] of Anchors[i]); empty for all 1.
 	AnchorWeights []float64 `json:"anchor_weights,omitempty"`
+	// Selective is selective scoring's decision (anchors.selective): the
+	// world-model groups it names get weight 0 (fusion.StepSelective). Nil
+	// without it, as in every request made before it existed.
+	Selective *fusion.Selection `json:"selective,omitempty"`
 	// Denoise is the denoiser's state before the step.
 	Denoise       denoise.State    `json:"denoise"`
 	DenoiseConfig denoise.Config   `json:"denoise_config"`
@@ -42,6 +48,17 @@ func (r FuseRequest) Validate() error {
 	}
 	if err := r.Advantage.Validate(); err != nil {
 		return fmt.Errorf("advantage: %w", err)
+	}
+	if sel := r.Selective; sel != nil {
+		if !slices.IsSorted(sel.LeftOut) {
+			return fmt.Errorf("selective: left-out groups %v, want them ascending", sel.LeftOut)
+		}
+		if !(sel.Cut >= 0) || math.IsInf(sel.Cut, 0) {
+			return fmt.Errorf("selective: cut %v, want a finite value at least 0", sel.Cut)
+		}
+		if !(sel.MaxRatio >= 0) || math.IsInf(sel.MaxRatio, 0) {
+			return fmt.Errorf("selective: max ratio %v, want a finite value at least 0", sel.MaxRatio)
+		}
 	}
 	if st := r.Denoise; st.Groups < 0 || !(st.Eta2 >= 0) || !(st.Eta2Cal >= 0) {
 		return fmt.Errorf("denoise state %+v: want non-negative values", st)
@@ -90,8 +107,8 @@ func (a *Activities) Fuse(ctx context.Context, req FuseRequest) (FuseResponse, e
 	if len(req.AnchorWeights) > 0 {
 		weights = req.AnchorWeights
 	}
-	batch, st, stats := fusion.StepWeighted(trajectoriesOf(ts), req.Mode, req.Anchors, weights, m, req.Denoise,
-		req.DenoiseConfig, req.Advantage)
+	batch, st, stats := fusion.StepSelective(trajectoriesOf(ts), req.Mode, req.Anchors, weights, req.Selective, m,
+		req.Denoise, req.DenoiseConfig, req.Advantage)
 	batch.Run, batch.Step = req.RunID, req.Step
 	if err := writeJSON(a.batchPath(req.RunID, req.Step), batch); err != nil {
 		return FuseResponse{}, fmt.Errorf("write batch: %w", err)

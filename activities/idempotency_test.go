@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -168,6 +170,12 @@ func TestRequestsValidate(t *testing.T) {
 		{"unsorted anchors", RecordAnchorsRequest{RunID: "r", Groups: []int{2, 1}}},
 		{"bad debias", CalibrateRequest{RunID: "r"}},
 		{"bad mode", FuseRequest{RunID: "r", Mode: "x", DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig()}},
+		{"unsorted left-out groups", FuseRequest{RunID: "r", Mode: cfg.Mode, DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig(),
+			Selective: &fusion.Selection{LeftOut: []int{3, 1}}}},
+		{"negative cut", FuseRequest{RunID: "r", Mode: cfg.Mode, DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig(),
+			Selective: &fusion.Selection{LeftOut: []int{1}, Cut: -1}}},
+		{"NaN max ratio", FuseRequest{RunID: "r", Mode: cfg.Mode, DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig(),
+			Selective: &fusion.Selection{LeftOut: []int{1}, Cut: 0.2, MaxRatio: math.NaN()}}},
 		{"update from other checkpoint", UpdateRequest{RunID: "r", Step: 1, Checkpoint: CheckpointRef{Version: 0, Hash: "h"}}},
 		{"update sampled from its own checkpoint", UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"},
 			Sampled: &CheckpointRef{Version: 5, Hash: "h"}, RatioClip: 0.2}},
@@ -184,6 +192,8 @@ func TestRequestsValidate(t *testing.T) {
 		{"bad config", CreateRunRequest{RunID: "r"}},
 	}
 	for _, ok := range []interface{ Validate() error }{good,
+		FuseRequest{RunID: "r", Mode: cfg.Mode, DenoiseConfig: cfg.DenoiseConfig(), Advantage: cfg.AdvantageConfig(),
+			Selective: &fusion.Selection{LeftOut: []int{1, 3}, Cut: 0.2, MaxRatio: 2.5}},
 		UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"}},
 		UpdateRequest{RunID: "r", Step: 5, Checkpoint: CheckpointRef{Version: 5, Hash: "h"}, Sampled: &CheckpointRef{Version: 1, Hash: "g"}, RatioClip: 0.2},
 	} {

@@ -173,6 +173,9 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if g := req.Metrics.Gate; g != nil {
 		a.Metrics.GateDecided(run, g.Open, g.Low)
 	}
+	if sc := req.Metrics.Scoring; sc != nil {
+		a.Metrics.ScoringDecided(run, sc.Scored, sc.LeftOut)
+	}
 	if a.Metrics != nil && !req.Metrics.Stages.IsZero() {
 		return a.recordStageTimes(ctx, run, req)
 	}

@@ -60,6 +60,11 @@ type AnchorUncertaintyResponse struct {
 	Tasks       []int     `json:"tasks"`
 	Uncertainty []float64 `json:"uncertainty"`
 	Pairs       int       `json:"pairs"`
+	// Sigma0 is σ0, the run's root-mean-square residual over those pairs
+	// (anchors.RunResidual), the scale of selective scoring's cut. Absent
+	// (0) in the answers recorded before selective scoring existed, which
+	// only steps with active anchors and without selective scoring read.
+	Sigma0 float64 `json:"sigma0,omitempty"`
 }
 
 // AnchorUncertainty computes each group's uncertainty from what is known
@@ -123,6 +128,10 @@ func (a *Activities) AnchorUncertainty(ctx context.Context, req AnchorUncertaint
 		resp.Pairs = len(pairs)
 	}
 	resp.Uncertainty = anchors.Uncertainty(resp.Tasks, past)
+	resp.Sigma0 = anchors.RunResidual(past)
+	if math.IsNaN(resp.Sigma0) || math.IsInf(resp.Sigma0, 0) {
+		return AnchorUncertaintyResponse{}, fmt.Errorf("run residual is %v", resp.Sigma0)
+	}
 	for g, u := range resp.Uncertainty {
 		if math.IsNaN(u) || math.IsInf(u, 0) {
 			return AnchorUncertaintyResponse{}, fmt.Errorf("uncertainty of group %d is %v", g, u)

@@ -37,6 +37,9 @@ func TestAnchorUncertaintyAndWeights(t *testing.T) {
 			t.Fatalf("step 0: %+v", u0)
 		}
 	}
+	if u0.Sigma0 != anchors.DefaultPriorResidual {
+		t.Errorf("step 0: σ0 %v, want %v", u0.Sigma0, anchors.DefaultPriorResidual)
+	}
 
 	groups, weights := []int{0, 1}, []float64{0.5, 2}
 	for _, g := range groups {
@@ -89,7 +92,8 @@ func TestAnchorUncertaintyAndWeights(t *testing.T) {
 	for g := range tasks {
 		tasks[g] = plan.TaskIndex(cfg.Seed, 1, g, len(train))
 	}
-	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs)}
+	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs),
+		Sigma0: anchors.RunResidual(past)}
 	if !reflect.DeepEqual(u1, want) {
 		t.Errorf("step 1: %+v, want %+v", u1, want)
 	}
@@ -171,7 +175,8 @@ func TestAnchorUncertaintyLag(t *testing.T) {
 	for g := range tasks {
 		tasks[g] = plan.TaskIndex(cfg.Seed, 2, g, len(train))
 	}
-	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs)}
+	want := AnchorUncertaintyResponse{Tasks: tasks, Uncertainty: anchors.Uncertainty(tasks, past), Pairs: len(pairs),
+		Sigma0: anchors.RunResidual(past)}
 	if !reflect.DeepEqual(before, want) {
 		t.Errorf("step 2, lag 1: %+v, want step 0's pairs %+v", before, want)
 	}

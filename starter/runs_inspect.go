@@ -306,6 +306,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if m.Gate != nil {
 			fmt.Fprintf(&b, "gate         %s\n", m.Gate)
 		}
+		if m.Scoring != nil {
+			fmt.Fprintf(&b, "selective    %s\n", m.Scoring)
+		}
 		if m.ImportanceRatioMean != 0 {
 			fmt.Fprintf(&b, "update       importance ratio mean %.4f, max %.4f\n", m.ImportanceRatioMean, m.ImportanceRatioMax)
 		}

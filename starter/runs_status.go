@@ -471,6 +471,9 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) strin
 	if m.Gate != nil {
 		line += ", " + m.Gate.String()
 	}
+	if m.Scoring != nil {
+		line += ", " + m.Scoring.String()
+	}
 	if m.ImportanceRatioMean != 0 {
 		line += fmt.Sprintf(", ratio %.3f (max %.3f)", m.ImportanceRatioMean, m.ImportanceRatioMax)
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/testsuite"
@@ -247,5 +248,140 @@ func TestRealResumeActiveAnchors(t *testing.T) {
 	t.Logf("fractions %v", fractions)
 	if fractions[cfg.Steps-1] == fractions[0] {
 		t.Error("the controller never moved the fraction: the test does not exercise the resumed controller")
+	}
+}
+
+// TestStepSelectiveScoring: with anchors.selective the step asks
+// AnchorUncertainty once (also with active anchors), hands Fuse the
+// world-model groups anchors.Selective.LeftOut names (the anchor groups
+// among them dropped) with the cut κ·σ0, and records fusion's counts in
+// its metrics.
+func TestStepSelectiveScoring(t *testing.T) {
+	for _, active := range []bool{false, true} {
+		var s testsuite.WorkflowTestSuite
+		cfg := activeConfig(t)
+		if !active {
+			cfg.Anchors.Active = runconfig.ActiveAnchors{}
+		}
+		cfg.Anchors.Selective = runconfig.SelectiveScoring{Enabled: true, Ratio: 1.5}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		env := newEnv(t, &s)
+		f := &fake{groups: cfg.Groups}
+		f.register(env, 0)
+		in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
+			Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
+		env.ExecuteWorkflow(TrainingStep, in)
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var res StepResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if f.n("AnchorUncertainty") != 1 {
+			t.Errorf("active %v: AnchorUncertainty called %d times", active, f.n("AnchorUncertainty"))
+		}
+		sigma0 := fakeSigma0 // a float64 at run time, as in the step
+		cut := 1.5 * sigma0
+		var want []int // uncertainty 0.2 and 0.3 are above 1.5·0.1
+		for g := range cfg.Groups {
+			if g%3 != 0 && !slices.Contains(res.Anchors, g) {
+				want = append(want, g)
+			}
+		}
+		if len(f.fuses) != 1 || f.fuses[0].Selective == nil || !slices.Equal(f.fuses[0].Selective.LeftOut, want) ||
+			f.fuses[0].Selective.Cut != cut {
+			t.Fatalf("active %v (anchors %v): Fuse selection %+v, want left out %v", active, res.Anchors, f.fuses[0].Selective, want)
+		}
+		u := make([]float64, cfg.Groups)
+		for g := range u {
+			u[g] = uncertaintyOf(g)
+		}
+		maxRatio := anchors.MaxRatio(u, sigma0, res.Anchors)
+		if !(maxRatio > 2.9) {
+			t.Fatalf("active %v: max ratio %v, want about 3 (a group of uncertainty 0.3 is not an anchor)", active, maxRatio)
+		}
+		wantScoring := anchors.Scoring{Scored: cfg.Groups - len(res.Anchors) - len(want), LeftOut: len(want), Cut: cut,
+			MaxRatio: maxRatio}
+		if m := res.Metrics.Scoring; m == nil || *m != wantScoring || len(f.scorings) != 1 || *f.scorings[0] != wantScoring {
+			t.Errorf("active %v: metrics scoring %+v, finish %v, want %+v", active, m, f.scorings, wantScoring)
+		}
+		if !strings.Contains(stepLine(3, res), "left out") {
+			t.Errorf("step line %q lacks the decision", stepLine(3, res))
+		}
+	}
+}
+
+// TestStepWithoutSelectiveScoring: without anchors.selective the Fuse
+// request carries no selection and the metrics no decision.
+func TestStepWithoutSelectiveScoring(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	f := &fake{}
+	f.register(env, 0)
+	env.ExecuteWorkflow(TrainingStep, stepInput0(tiny(t, mode.WMRL)))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.fuses[0].Selective != nil || f.scorings[0] != nil {
+		t.Errorf("selection %+v, scoring %+v without anchors.selective", f.fuses[0].Selective, f.scorings[0])
+	}
+}
+
+// TestRealRunSelectiveScoring runs wmrl on the tiny preset with selective
+// scoring on real activities, twice with the same seed: the same final
+// checkpoint and the same decisions, and some world-model groups left out.
+func TestRealRunSelectiveScoring(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = testenv.SuiteSeed
+	cfg.Anchors.Selective = runconfig.SelectiveScoring{Enabled: true, Ratio: 1}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-1", Config: cfg})
+	r2, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-2", Config: cfg})
+	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
+		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
+	}
+	ctx := t.Context()
+	s1, err := st.Steps(ctx, "sel-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := st.Steps(ctx, "sel-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s1) != cfg.Steps || len(s2) != cfg.Steps {
+		t.Fatalf("%d and %d steps, want %d", len(s1), len(s2), cfg.Steps)
+	}
+	leftOut := 0
+	for i := range s1 {
+		a, b := s1[i].Metrics.Scoring, s2[i].Metrics.Scoring
+		if a == nil || b == nil || *a != *b {
+			t.Fatalf("step %d: decisions %+v and %+v", i, a, b)
+		}
+		if a.Scored+a.LeftOut+s1[i].Metrics.AnchorGroups != cfg.Groups {
+			t.Errorf("step %d: %+v with %d anchor groups of %d", i, *a, s1[i].Metrics.AnchorGroups, cfg.Groups)
+		}
+		t.Logf("step %d: %s", i, a)
+		leftOut += a.LeftOut
+	}
+	if s1[0].Metrics.Scoring.LeftOut != 0 {
+		t.Errorf("step 0 (no past pairs, every uncertainty σ0) left out %d groups", s1[0].Metrics.Scoring.LeftOut)
+	}
+	if leftOut == 0 {
+		t.Error("no world-model group was left out: the test does not exercise the decision")
+	}
+	// The run without selective scoring ends elsewhere: the decision
+	// reached the update.
+	off := cfg
+	off.Anchors.Selective = runconfig.SelectiveScoring{}
+	r3, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-off", Config: off})
+	if r3.Checkpoint == r1.Checkpoint {
+		t.Errorf("checkpoint %+v with and without selective scoring", r1.Checkpoint)
 	}
 }

@@ -4,9 +4,10 @@
 //
 // TrainingStep runs the stages of docs/design.md ("The step workflow"):
 // StartStep (a local activity), GraderCapacity (sandbox queue, when the
-// anchors follow a grader's free capacity) and, under active anchors,
-// AnchorUncertainty (local) before the deterministic anchor choice (here,
-// in the workflow); then each group through its own pipeline,
+// anchors follow a grader's free capacity) and, under active anchors or
+// selective scoring, AnchorUncertainty (local, once) before the
+// deterministic anchor choice and the selection of the world-model groups
+// whose scores enter the update (here, in the workflow); then each group through its own pipeline,
 // at most the config's parallelism activities at a time and with no barrier
 // between groups: Generate (rollout queue), ScoreWorldModel (worldmodel
 // queue, unless the mode is grpo) and Execute for every trajectory that

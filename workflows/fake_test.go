@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/executor"
@@ -59,6 +60,11 @@ type fake struct {
 	// reports; gates the one each FinishStep recorded.
 	gate  *denoise.Gate
 	gates []*denoise.Gate
+	// scorings are the selective-scoring decisions the FinishSteps
+	// recorded; groups is the steps' group count, from which
+	// CalibrateAndFuse counts the scored world-model groups.
+	scorings []*anchors.Scoring
+	groups   int
 	// ratio, when set, is the importance ratio mean and max Update
 	// reports; ratios the ones each FinishStep recorded.
 	ratio  [2]float64
@@ -95,6 +101,9 @@ func (f *fake) fault(name string, g int) error {
 
 // uncertaintyOf is the fake AnchorUncertainty's answer for group g.
 func uncertaintyOf(g int) float64 { return 0.1 * float64(1+g%3) }
+
+// fakeSigma0 is the fake AnchorUncertainty's run residual σ0.
+const fakeSigma0 = 0.1
 
 func (f *fake) count(name string) {
 	f.mu.Lock()
@@ -140,6 +149,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			f.mu.Lock()
 			f.fractions = append(f.fractions, r.Metrics.AnchorFraction)
 			f.gates = append(f.gates, r.Metrics.Gate)
+			f.scorings = append(f.scorings, r.Metrics.Scoring)
 			f.ratios = append(f.ratios, [2]float64{r.Metrics.ImportanceRatioMean, r.Metrics.ImportanceRatioMax})
 			f.mu.Unlock()
 			return nil
@@ -153,6 +163,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			for g := range r.Groups {
 				res.Tasks[g], res.Uncertainty[g] = g, uncertaintyOf(g)
 			}
+			res.Sigma0 = fakeSigma0
 			return res, nil
 		}).Maybe()
 	env.OnActivity(a.Generate, mock.Anything, mock.Anything).Return(
@@ -258,6 +269,12 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 			}
 			res.Fuse = activities.FuseResponse{Denoise: st, Rho: 1 + float64(st.Groups)/10,
 				Stats: activities.FuseStats{Trajectories: 16, Graded: 16 - ungraded, Ungraded: ungraded, Gate: gate}}
+			if sel := r.Fuse.Selective; sel != nil {
+				// The counts fusion gives when every group is in the batch.
+				groups := len(r.Fuse.Anchors) + len(sel.LeftOut)
+				res.Fuse.Stats.Scoring = &anchors.Scoring{LeftOut: len(sel.LeftOut), Cut: sel.Cut,
+					Scored: f.groups - groups, MaxRatio: sel.MaxRatio}
+			}
 			return res, nil
 		}).Maybe()
 	up := env.OnActivity(a.Update, mock.Anything, mock.Anything).Return(

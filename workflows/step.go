@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -12,6 +13,7 @@ import (
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
+	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/runconfig"
 )
@@ -166,6 +168,12 @@ type stepRun struct {
 	// gen are the groups' Generate results (their tasks, for the
 	// Execute summaries).
 	gen []activities.GenerateResponse
+	// unc is AnchorUncertainty's answer, asked at most once a step (active
+	// anchors, selective scoring).
+	unc *activities.AnchorUncertaintyResponse
+	// selection is selective scoring's decision (changeSelectiveScoring),
+	// nil without it.
+	selection *fusion.Selection
 }
 
 func (s *stepRun) stepRequest() activities.StepRequest {
@@ -278,10 +286,26 @@ func (s *stepRun) generate(ctx workflow.Context) error {
 }
 
 func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
+	var err error
 	if s.pc.Anchors && s.cfg.Anchors.Active.Enabled &&
 		workflow.GetVersion(ctx, changeActiveAnchors, workflow.DefaultVersion, 1) >= 1 {
-		return s.chooseActiveAnchors(ctx)
+		err = s.chooseActiveAnchors(ctx)
+	} else {
+		err = s.chooseUniformAnchors(ctx)
 	}
+	if err != nil {
+		return err
+	}
+	if s.pc.Anchors && s.pc.WorldModel && s.cfg.Anchors.Selective.Enabled &&
+		workflow.GetVersion(ctx, changeSelectiveScoring, workflow.DefaultVersion, 1) >= 1 {
+		return s.chooseScored(ctx)
+	}
+	return nil
+}
+
+// chooseUniformAnchors chooses the anchor groups by anchors.Select, a pure
+// function of (seed, step).
+func (s *stepRun) chooseUniformAnchors(ctx workflow.Context) error {
 	if s.pc.Anchors {
 		free, err := s.freeCapacity(ctx)
 		if err != nil {
@@ -305,25 +329,9 @@ func (s *stepRun) chooseAnchors(ctx workflow.Context) error {
 // In a pipelined run (changePipelineActiveAnchors) the uncertainties read
 // the steps before s−d only, which are complete when step s starts.
 func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
-	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
-		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
-	if d := s.cfg.Pipeline.OffPolicy(); d > 0 {
-		// Steps s−d..s−1 may be in flight: read the steps complete before
-		// this one started. Only pipelined runs ask, and none with active
-		// anchors existed before the change.
-		if workflow.GetVersion(ctx, changePipelineActiveAnchors, workflow.DefaultVersion, 1) < 1 {
-			return invalidInput(fmt.Errorf("pipeline.max_off_policy %d with anchors.active: this step predates active anchors "+
-				"in the asynchronous pipeline", d))
-		}
-		req.Lag = d
-	}
-	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
-	u, err := activities.AnchorUncertainty.ExecuteLocal(lctx, req).Result(ctx)
+	u, err := s.uncertainty(ctx)
 	if err != nil {
-		return fmt.Errorf("anchor uncertainty: %w", err)
-	}
-	if len(u.Uncertainty) != s.cfg.Groups {
-		return invalidInput(fmt.Errorf("anchor uncertainty: %d values for %d groups", len(u.Uncertainty), s.cfg.Groups))
+		return err
 	}
 	free, err := s.freeCapacity(ctx)
 	if err != nil {
@@ -337,6 +345,63 @@ func (s *stepRun) chooseActiveAnchors(ctx workflow.Context) error {
 	s.res.Anchors, s.res.AnchorWeights = sel.Groups, sel.Weights
 	s.res.Metrics.AnchorGroups = len(s.res.Anchors)
 	s.res.Metrics.AnchorFraction = s.in.AnchorFraction
+	return nil
+}
+
+// uncertainty is the groups' uncertainties from the AnchorUncertainty
+// local activity, recorded in the history; asked once a step, whoever asks
+// first.
+func (s *stepRun) uncertainty(ctx workflow.Context) (activities.AnchorUncertaintyResponse, error) {
+	if s.unc != nil {
+		return *s.unc, nil
+	}
+	req := activities.AnchorUncertaintyRequest{RunID: s.in.RunID, Step: s.in.Step, Groups: s.cfg.Groups,
+		Seed: s.cfg.Seed, SuiteSeed: s.cfg.SuiteSeed, Debias: s.pc.Debias}
+	if d := s.cfg.Pipeline.OffPolicy(); d > 0 {
+		// Steps s−d..s−1 may be in flight: read the steps complete before
+		// this one started. Only pipelined runs with active anchors ask
+		// (selective scoring is refused with a pipeline), and none existed
+		// before the change.
+		if workflow.GetVersion(ctx, changePipelineActiveAnchors, workflow.DefaultVersion, 1) < 1 {
+			return activities.AnchorUncertaintyResponse{}, invalidInput(fmt.Errorf("pipeline.max_off_policy %d with "+
+				"anchors.active: this step predates active anchors in the asynchronous pipeline", d))
+		}
+		req.Lag = d
+	}
+	lctx := summarizedLocal(withLocalControl(ctx, s.cfg), s.ui, "step %d: %d groups", s.in.Step, s.cfg.Groups)
+	u, err := activities.AnchorUncertainty.ExecuteLocal(lctx, req).Result(ctx)
+	if err != nil {
+		return u, fmt.Errorf("anchor uncertainty: %w", err)
+	}
+	if len(u.Uncertainty) != s.cfg.Groups {
+		return u, invalidInput(fmt.Errorf("anchor uncertainty: %d values for %d groups", len(u.Uncertainty), s.cfg.Groups))
+	}
+	s.unc = &u
+	return u, nil
+}
+
+// chooseScored is selective scoring's decision (changeSelectiveScoring):
+// the world-model groups (the groups that are not anchors) whose
+// uncertainty is above the cut, by anchors.Selective.LeftOut of the
+// recorded AnchorUncertainty answer, a pure function of it.
+func (s *stepRun) chooseScored(ctx workflow.Context) error {
+	u, err := s.uncertainty(ctx)
+	if err != nil {
+		return err
+	}
+	rule := s.cfg.Anchors.Selective.Rule()
+	out, err := rule.LeftOut(u.Uncertainty, u.Sigma0)
+	if err != nil {
+		return invalidInput(fmt.Errorf("selective scoring: %w", err))
+	}
+	sel := &fusion.Selection{LeftOut: []int{}, Cut: rule.Cut(u.Sigma0),
+		MaxRatio: anchors.MaxRatio(u.Uncertainty, u.Sigma0, s.res.Anchors)}
+	for _, g := range out {
+		if !slices.Contains(s.res.Anchors, g) {
+			sel.LeftOut = append(sel.LeftOut, g)
+		}
+	}
+	s.selection = sel
 	return nil
 }
 
@@ -554,7 +619,8 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 		}
 	}
 	fuse := activities.FuseRequest{RunID: s.in.RunID, Step: s.in.Step, Mode: s.cfg.Mode, Anchors: s.res.Anchors,
-		AnchorWeights: s.res.AnchorWeights, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(), Advantage: s.cfg.AdvantageConfig()}
+		AnchorWeights: s.res.AnchorWeights, Selective: s.selection, Denoise: s.in.Denoise, DenoiseConfig: s.cfg.DenoiseConfig(),
+		Advantage: s.cfg.AdvantageConfig()}
 	var fused activities.FuseResponse
 	if s.version >= 1 {
 		req := activities.CalibrateAndFuseRequest{Record: record, Calibrate: calibrate, Fuse: fuse}
@@ -602,6 +668,9 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	m.Rho, m.AnchorShare = fused.Rho, fused.Stats.AnchorShare
 	if fused.Stats.Gate != nil && workflow.GetVersion(ctx, changeSignalGate, workflow.DefaultVersion, 1) >= 1 {
 		m.Gate = fused.Stats.Gate
+	}
+	if s.selection != nil {
+		m.Scoring = fused.Stats.Scoring
 	}
 	if s.version >= 1 {
 		// Every execution has a verdict here; a trajectory is ungraded only

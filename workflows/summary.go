@@ -116,6 +116,9 @@ func stepLine(step int, res StepResult) string {
 	if m.Gate != nil {
 		s += ", " + m.Gate.String()
 	}
+	if m.Scoring != nil {
+		s += ", " + m.Scoring.String()
+	}
 	if res.Calibration != nil {
 		s += fmt.Sprintf(", bias %+.4f → %+.4f (%d pairs)", m.BiasBefore, m.BiasAfter, m.CalibrationPairs)
 	}

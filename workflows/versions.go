@@ -117,6 +117,14 @@ const (
 	// times longer. Single-shot evaluations never reach the check; before
 	// it a multi-turn policy was evaluated on its turn 1.
 	changeEvalAttempts = "eval-attempts"
+	// changeSelectiveScoring (version 1, asked only in runs with
+	// anchors.selective enabled, after the anchor groups are chosen): the
+	// step asks AnchorUncertainty (once, shared with active anchor
+	// selection), leaves out of the update the world-model groups
+	// anchors.Selective.LeftOut names (FuseRequest.Selective), and records
+	// the counts in its metrics (stepsummary.Step.Scoring). Runs without
+	// the section never reach the check, so no earlier history meets it.
+	changeSelectiveScoring = "selective-scoring"
 	// changePipelineActiveAnchors (version 1, asked only in steps of runs
 	// with pipeline.max_off_policy d > 0 and anchors.active, with
 	// changeActiveAnchors): the step's AnchorUncertainty reads the anchor

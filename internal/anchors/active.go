@@ -274,6 +274,31 @@ func Uncertainty(tasks []int, past []Residual) []float64 {
 		n  int
 	}
 	byTask := make(map[int]acc)
+	for _, r := range past {
+		a := byTask[r.Task]
+		a.sq += r.Value * r.Value
+		a.n++
+		byTask[r.Task] = a
+	}
+	prior := runSquare(past)
+	u := make([]float64, len(tasks))
+	for g, t := range tasks {
+		a := byTask[t]
+		u[g] = math.Sqrt((PriorPairs*prior + a.sq) / (PriorPairs + float64(a.n)))
+	}
+	return u
+}
+
+// RunResidual is σ0, the run's root-mean-square residual over past
+// (weighted by the pairs' weights, a weight at most 0 counting as 1), or
+// DefaultPriorResidual when past is empty: the uncertainty of a task the run
+// has never seen (Uncertainty) and the scale of selective scoring's cut
+// (Selective.Cut).
+func RunResidual(past []Residual) float64 { return math.Sqrt(runSquare(past)) }
+
+// runSquare is σ0², the weighted mean square residual of past
+// (DefaultPriorResidual² when past is empty).
+func runSquare(past []Residual) float64 {
 	var sq, w float64
 	for _, r := range past {
 		wi := r.Weight
@@ -282,21 +307,11 @@ func Uncertainty(tasks []int, past []Residual) []float64 {
 		}
 		sq += wi * r.Value * r.Value
 		w += wi
-		a := byTask[r.Task]
-		a.sq += r.Value * r.Value
-		a.n++
-		byTask[r.Task] = a
 	}
-	prior := DefaultPriorResidual * DefaultPriorResidual
-	if w > 0 {
-		prior = sq / w
+	if w == 0 {
+		return DefaultPriorResidual * DefaultPriorResidual
 	}
-	u := make([]float64, len(tasks))
-	for g, t := range tasks {
-		a := byTask[t]
-		u[g] = math.Sqrt((PriorPairs*prior + a.sq) / (PriorPairs + float64(a.n)))
-	}
-	return u
+	return sq / w
 }
 
 // Adaptive configures the anchor-fraction controller (Adapt).

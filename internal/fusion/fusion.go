@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/wmrl/wmrl/internal/advantage"
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/isotonic"
 	"github.com/wmrl/wmrl/internal/mode"
@@ -42,6 +43,27 @@ type Stats struct {
 	// Gate is the signal gate's decision (denoise.Gate) in a mode that
 	// denoises with a gate (denoise.Config.SignalWindow > 0); nil otherwise.
 	Gate *denoise.Gate `json:"gate,omitempty"`
+	// Scoring is selective scoring's decision (StepSelective with a
+	// Selection): how many world-model groups kept their scores in the
+	// update and how many were left out. Nil without selective scoring.
+	Scoring *Scoring `json:"scoring,omitempty"`
+}
+
+// Scoring is selective scoring's decision as the update saw it
+// (anchors.Scoring).
+type Scoring = anchors.Scoring
+
+// Selection is selective scoring's decision for a step (anchors.Selective):
+// the groups whose world-model uncertainty is above Cut, ascending. Those of
+// them that are world-model groups (not anchors, not left out by the mode)
+// keep their reward and advantage but get weight 0, as under a closed gate;
+// an anchor group among them is trained on its real scores as always.
+type Selection struct {
+	LeftOut []int   `json:"left_out"`
+	Cut     float64 `json:"cut"`
+	// MaxRatio is the largest u_g/σ0 of the world-model groups
+	// (anchors.MaxRatio), carried into Stats.Scoring.
+	MaxRatio float64 `json:"max_ratio,omitempty"`
 }
 
 // BatchItem is one trajectory of a fused batch: its training reward, its
@@ -98,6 +120,20 @@ func Step(ts []Trajectory, md mode.Mode, anchors []int, m isotonic.Map, st denoi
 // as long as anchors.
 func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float64, m isotonic.Map, st denoise.State,
 	dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
+	return StepSelective(ts, md, anchors, weights, nil, m, st, dcfg, acfg)
+}
+
+// StepSelective is StepWeighted with selective scoring's decision sel (nil:
+// none, StepWeighted): the world-model groups in sel.LeftOut get weight 0,
+// the other trajectories the weights they would have had among themselves,
+// and Stats.Scoring counts the world-model groups scored in and left out.
+// Rewards, advantages, the denoiser and the gate do not depend on sel. It
+// panics when sel.LeftOut is not ascending.
+func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float64, sel *Selection, m isotonic.Map,
+	st denoise.State, dcfg denoise.Config, acfg advantage.Config) (Batch, denoise.State, Stats) {
+	if sel != nil && !slices.IsSorted(sel.LeftOut) {
+		panic(fmt.Sprintf("fusion: left-out groups %v not ascending", sel.LeftOut))
+	}
 	if weights != nil && len(weights) != len(anchors) {
 		panic(fmt.Sprintf("fusion: %d anchor weights for %d anchor groups", len(weights), len(anchors)))
 	}
@@ -113,6 +149,16 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 		return pc.Anchors && ok
 	}
 	excluded := func(g int) bool { return pc.AnchorsOnly && !isAnchor(g) }
+	// A world-model group is trained on r_wm: neither an anchor, nor
+	// executed in full, nor excluded by the mode.
+	wmGroup := func(g int) bool { return !pc.ExecuteAll && !isAnchor(g) && !excluded(g) }
+	leftOut := func(g int) bool {
+		if sel == nil || !wmGroup(g) {
+			return false
+		}
+		_, ok := slices.BinarySearch(sel.LeftOut, g)
+		return ok
+	}
 	wmOf := func(t Trajectory) float64 {
 		if pc.Debias {
 			return m.Apply(*t.WM)
@@ -207,6 +253,18 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 	// A closed gate leaves the world-model trajectories out of the update:
 	// the step is GRPO on its anchor groups alone.
 	closed := stats.Gate != nil && !stats.Gate.Open
+	if sel != nil {
+		sc := Scoring{Cut: sel.Cut, MaxRatio: sel.MaxRatio}
+		for _, g := range groups {
+			switch {
+			case leftOut(g.group):
+				sc.LeftOut++
+			case wmGroup(g.group):
+				sc.Scored++
+			}
+		}
+		stats.Scoring = &sc
+	}
 
 	for _, g := range groups {
 		if excluded(g.group) {
@@ -229,7 +287,7 @@ func StepWeighted(ts []Trajectory, md mode.Mode, anchors []int, weights []float6
 	var gradedIdx []int
 	var flags []bool
 	for i, it := range items {
-		if it.Graded && (!closed || it.Anchor) {
+		if it.Graded && (!closed || it.Anchor) && !leftOut(it.Group) {
 			gradedIdx = append(gradedIdx, i)
 			flags = append(flags, it.Anchor)
 		}

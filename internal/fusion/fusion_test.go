@@ -385,3 +385,94 @@ func TestClosedGateIsTheControl(t *testing.T) {
 		t.Errorf("gate %+v without a window", s.Gate)
 	}
 }
+
+// TestStepSelective: the world-model groups selective scoring leaves out
+// keep their rewards and advantages but get weight 0; the other
+// trajectories get the weights of the batch without them; an anchor group
+// in the left-out list is trained on as always; the denoiser does not move
+// with the decision; and the counts are those of the world-model groups.
+func TestStepSelective(t *testing.T) {
+	m := isotonic.Map{X: []float64{0, 1}, Y: []float64{0, 1}}
+	dcfg := denoise.Config{HalfLife: 4, WarmUp: 1, RhoMax: 10}
+	acfg := advantage.Default()
+	var ts []Trajectory
+	for g := range 4 {
+		for i := range 3 {
+			tr := Trajectory{Group: g, Sample: i, TaskID: "t", Program: "p", WM: fp(0.2*float64(i) + 0.05*float64(g))}
+			if g == 0 {
+				tr.Env = fp(0.3 * float64(i))
+			}
+			ts = append(ts, tr)
+		}
+	}
+	var st denoise.State
+	_, st, _ = Step(ts, mode.WMRL, []int{0}, m, st, dcfg, acfg) // calibrated: ρ > 1
+	full, stFull, fs := Step(ts, mode.WMRL, []int{0}, m, st, dcfg, acfg)
+	if fs.Scoring != nil {
+		t.Fatalf("scoring %+v without a selection", fs.Scoring)
+	}
+	sel := &Selection{LeftOut: []int{0, 2}, Cut: 0.2}
+	b, stSel, stats := StepSelective(ts, mode.WMRL, []int{0}, nil, sel, m, st, dcfg, acfg)
+	if !reflect.DeepEqual(stSel, stFull) || b.Rho != full.Rho {
+		t.Errorf("the selection moved the denoiser: %+v ρ %v, without %+v ρ %v", stSel, b.Rho, stFull, full.Rho)
+	}
+	if stats.Scoring == nil || *stats.Scoring != (Scoring{Scored: 2, LeftOut: 1, Cut: 0.2}) {
+		t.Errorf("scoring %+v, want 2 scored, 1 left out (group 0 is an anchor)", stats.Scoring)
+	}
+	// The control: the same batch with group 2's trajectories removed.
+	var kept []Trajectory
+	for _, tr := range ts {
+		if tr.Group != 2 {
+			kept = append(kept, tr)
+		}
+	}
+	ctl, _, _ := Step(kept, mode.WMRL, []int{0}, m, st, dcfg, acfg)
+	var sum float64
+	j := 0
+	for i, it := range b.Items {
+		sum += it.Weight
+		if !near(it.Advantage, full.Items[i].Advantage) || it.Reward != full.Items[i].Reward || it.Graded != full.Items[i].Graded {
+			t.Errorf("item %d: reward %v advantage %v, without the selection %v %v", i, it.Reward, it.Advantage,
+				full.Items[i].Reward, full.Items[i].Advantage)
+		}
+		if it.Group == 2 {
+			if it.Weight != 0 {
+				t.Errorf("left-out item %d has weight %v", i, it.Weight)
+			}
+			continue
+		}
+		if !near(it.Weight, ctl.Items[j].Weight) {
+			t.Errorf("item %d (group %d): weight %v, the batch without group 2 gives %v", i, it.Group, it.Weight, ctl.Items[j].Weight)
+		}
+		j++
+	}
+	if !near(sum, 1) || !(b.Items[0].Weight > full.Items[0].Weight) {
+		t.Errorf("weights sum to %v; anchor weight %v, %v without the selection", sum, b.Items[0].Weight, full.Items[0].Weight)
+	}
+	if !near(stats.AnchorShare, ctl.Items[0].Weight*3) {
+		t.Errorf("anchor share %v, want %v", stats.AnchorShare, ctl.Items[0].Weight*3)
+	}
+	// Everything left out: the step trains on its anchor group alone.
+	all := &Selection{LeftOut: []int{0, 1, 2, 3}}
+	b, _, stats = StepSelective(ts, mode.WMRL, []int{0}, nil, all, m, st, dcfg, acfg)
+	if *stats.Scoring != (Scoring{Scored: 0, LeftOut: 3}) || stats.AnchorShare != 1 {
+		t.Errorf("all left out: scoring %+v anchor share %v", stats.Scoring, stats.AnchorShare)
+	}
+	// Nothing left out: the batch is the one without a selection.
+	none := &Selection{LeftOut: []int{}}
+	b, _, stats = StepSelective(ts, mode.WMRL, []int{0}, nil, none, m, st, dcfg, acfg)
+	for i := range b.Items {
+		if b.Items[i] != full.Items[i] {
+			t.Fatalf("empty selection: item %d %+v, without %+v", i, b.Items[i], full.Items[i])
+		}
+	}
+	if *stats.Scoring != (Scoring{Scored: 3}) {
+		t.Errorf("empty selection: scoring %+v", stats.Scoring)
+	}
+	// In the anchor mode the non-anchor groups are excluded by the mode,
+	// not counted as world-model groups.
+	_, _, stats = StepSelective(ts, mode.Anchor, []int{0}, nil, sel, m, denoise.State{}, dcfg, acfg)
+	if *stats.Scoring != (Scoring{Cut: 0.2}) {
+		t.Errorf("anchor mode: scoring %+v", stats.Scoring)
+	}
+}

@@ -122,6 +122,13 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1.5} }, "anchors.active.mix:"},
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 2} }, "anchors.active.floor:"},
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1} }, "anchors.active.floor:"},
+		{func(c *Config) { c.Anchors.Selective.Ratio = 2 }, "anchors.selective.enabled:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.GRPO }, "anchors.selective.enabled:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.Anchor }, "anchors.selective.enabled:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.WM }, "anchors.selective.enabled:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true} }, "anchors.selective.ratio:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 0.5} }, "anchors.selective.ratio:"},
+		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: math.Inf(1)} }, "anchors.selective.ratio:"},
 		{func(c *Config) { c.Anchors.Adaptive.Gain = 0.1 }, "anchors.adaptive.target_rho:"},
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Mode = mode.Debias }, "anchors.adaptive.target_rho:"},
 		{func(c *Config) { c.Anchors.Adaptive = adaptive(); c.Anchors.Adaptive.TargetRho = 0.5 }, "anchors.adaptive.target_rho:"},
@@ -167,6 +174,9 @@ func TestValidateNamesField(t *testing.T) {
 		// a single-step one's are (a policy without multi-turn sampling).
 		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Trajectory.Turns, c.Policy.Backend = 1, 3, "vllm" }, "trajectory.turns: 3 turns with policy.backend \"vllm\""},
 		{func(c *Config) { c.Pipeline.MaxOffPolicy, c.Anchors.Active = 2, ActiveAnchors{Enabled: true} }, "anchors.active.mix:"},
+		{func(c *Config) {
+			c.Pipeline.MaxOffPolicy, c.Anchors.Selective = 1, SelectiveScoring{Enabled: true, Ratio: 2}
+		}, "pipeline.max_off_policy: 1 with anchors.selective"},
 		{func(c *Config) { c.Pipeline.Clip = -0.1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = 1 }, "pipeline.clip:"},
 		{func(c *Config) { c.Pipeline.Clip = math.NaN() }, "pipeline.clip:"},
@@ -523,6 +533,39 @@ func TestAnchorsActiveAndAdaptive(t *testing.T) {
 	_, err = Parse(Default(), []byte("anchors:\n  active:\n    enabled: true\n    mix: 3\n"))
 	if err == nil || !strings.Contains(err.Error(), "anchors.active.mix: line 4:") {
 		t.Errorf("bad mix: %v", err)
+	}
+}
+
+// TestAnchorsSelective: the section parses from YAML and validates in the
+// modes with world-model groups next to anchor pairs, names its field and
+// line when wrong, and is left out of the JSON when off.
+func TestAnchorsSelective(t *testing.T) {
+	for _, m := range []mode.Mode{mode.WMRL, mode.Mix, mode.Debias, mode.Denoise} {
+		c, err := Parse(Default(), []byte("mode: "+string(m)+"\nanchors:\n  selective:\n    enabled: true\n    ratio: 2\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if c.Anchors.Selective != (SelectiveScoring{Enabled: true, Ratio: 2}) {
+			t.Errorf("%s: parsed %+v", m, c.Anchors.Selective)
+		}
+		raw, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), `"selective":{"enabled":true,"ratio":2}`) {
+			t.Errorf("JSON %s", raw)
+		}
+	}
+	raw, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "selective") {
+		t.Errorf("off section in the JSON: %s", raw)
+	}
+	_, err = Parse(Default(), []byte("anchors:\n  selective:\n    enabled: true\n    ratio: 0.5\n"))
+	if err == nil || !strings.Contains(err.Error(), "anchors.selective.ratio: line 4:") {
+		t.Errorf("bad ratio: %v", err)
 	}
 }
 

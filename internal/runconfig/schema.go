@@ -97,7 +97,23 @@ type Anchors struct {
 	// at a target (internal/anchors.Adapt). Off when target_rho is 0; left
 	// out of the JSON then.
 	Adaptive AdaptiveAnchors `yaml:"adaptive" json:"adaptive,omitzero"`
+	// Selective leaves out of the update the world-model groups whose
+	// uncertainty is above ratio times the run's residual
+	// (internal/anchors.Selective). Off when not enabled; left out of the
+	// JSON then.
+	Selective SelectiveScoring `yaml:"selective" json:"selective,omitzero"`
 }
+
+// SelectiveScoring is the anchors.selective section.
+type SelectiveScoring struct {
+	Enabled bool `yaml:"enabled" json:"enabled,omitempty"`
+	// Ratio κ ≥ 1: a world-model group whose task's uncertainty is above
+	// κ·σ0 (σ0 the run's root-mean-square residual) is left out.
+	Ratio float64 `yaml:"ratio" json:"ratio,omitempty"`
+}
+
+// Rule returns selective scoring's settings.
+func (s SelectiveScoring) Rule() anchors.Selective { return anchors.Selective{Ratio: s.Ratio} }
 
 // ActiveAnchors is the anchors.active section.
 type ActiveAnchors struct {

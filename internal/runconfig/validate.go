@@ -165,6 +165,28 @@ func (c Config) checkActive() error {
 	return nil
 }
 
+// checkSelective checks anchors.selective: read only when it is enabled,
+// and then only in a mode that trains on calibrated world-model scores next
+// to anchor pairs (the uncertainty comes from those pairs, and the decision
+// is about world-model groups).
+func (c Config) checkSelective() error {
+	s := c.Anchors.Selective
+	if !s.Enabled {
+		if s.Ratio != 0 {
+			return bad("anchors.selective.enabled", "must be true when ratio is set")
+		}
+		return nil
+	}
+	if pc := c.Mode.Pieces(); !pc.Anchors || !pc.WorldModel || pc.AnchorsOnly || pc.ExecuteAll {
+		return bad("anchors.selective.enabled", "mode %s has no world-model groups next to anchor pairs "+
+			"(want wmrl, mix, debias or denoise)", c.Mode)
+	}
+	if err := s.Rule().Validate(); err != nil {
+		return fielderr.Under("anchors.selective.", err)
+	}
+	return nil
+}
+
 // checkTrajectory checks the trajectory section. Zeros are the defaults.
 // More than one turn is built for the built-in and the Tinker policy
 // (docs/design.md, "Multi-turn trajectories").
@@ -203,7 +225,14 @@ func (c Config) checkPipeline() []func() error {
 	p := c.Pipeline
 	return []func() error{
 		func() error {
-			return intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy)
+			if err := intIn("pipeline.max_off_policy", p.MaxOffPolicy, 0, MaxOffPolicy); err != nil {
+				return err
+			}
+			if p.MaxOffPolicy > 0 && c.Anchors.Selective.Enabled {
+				return bad("pipeline.max_off_policy", "%d with anchors.selective: selective scoring is not built for the "+
+					"asynchronous pipeline; use 0 (the sequential step)", p.MaxOffPolicy)
+			}
+			return nil
 		},
 		func() error {
 			if e := p.Clip; !finite(e) || e < 0 || e >= 1 {
@@ -294,6 +323,7 @@ func (c Config) checks() []func() error {
 		func() error { return intIn("anchors.capacity", c.Anchors.Capacity, 0, maxGroups) },
 		c.checkActive,
 		c.checkAdaptive,
+		c.checkSelective,
 	}
 	checks = append(checks, section("debias.", c.Debias, debias.Default(), debias.Config.Validate, []field[debias.Config]{
 		{"method", func(d *debias.Config, s debias.Config) { d.Method = s.Method }, nil},

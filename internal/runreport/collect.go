@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/reproduce/collect"
 	"github.com/wmrl/wmrl/internal/stepsummary"
@@ -57,6 +58,9 @@ type Step struct {
 	// Gate is the no-harm signal gate's decision (metrics.Step.Gate), nil
 	// in modes and runs without one.
 	Gate *denoise.Gate `json:"gate,omitempty"`
+	// Scoring is selective scoring's decision (metrics.Step.Scoring), nil
+	// in runs without it.
+	Scoring *anchors.Scoring `json:"scoring,omitempty"`
 	// BiasBefore and BiasAfter are the calibration window's mean bias
 	// (r_wm − r_env) before and after the step's map; CalibrationPairs the
 	// window's size.
@@ -149,7 +153,7 @@ func Collect(ctx context.Context, r Reader, id string, maxMaps int) (Data, error
 			Step: s.Step, Groups: s.Groups, AnchorGroups: s.AnchorGroups,
 			MeanReward: m.MeanReward, MeanEnv: m.MeanEnv, MeanWM: m.MeanWM, HeldOut: s.HeldOut,
 			Rho: s.Rho, BiasBefore: s.BiasBefore, BiasAfter: s.BiasAfter, CalibrationPairs: m.CalibrationPairs,
-			Executions: s.Executions, CPUSeconds: s.CPUSeconds, WMCalls: s.WMCalls, Gate: m.Gate,
+			Executions: s.Executions, CPUSeconds: s.CPUSeconds, WMCalls: s.WMCalls, Gate: m.Gate, Scoring: m.Scoring,
 			Stages: stepsummary.Overlap(stages, i),
 		})
 		done[s.Step] = true

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/denoise"
 )
 
@@ -80,6 +81,11 @@ type Step struct {
 	// the world-model groups had weight 0 and the step trained on its
 	// anchor groups alone. Nil in modes and runs without a gate.
 	Gate *denoise.Gate `json:"gate,omitempty"`
+	// Scoring is selective scoring's decision (anchors.selective): how
+	// many world-model groups kept their scores in the update and how many
+	// were left out (weight 0) as their task's uncertainty was above the
+	// cut. Nil in runs without it.
+	Scoring *anchors.Scoring `json:"scoring,omitempty"`
 	// Stages are the step's stage intervals (workflow change
 	// stage-times): timings, like CPUSeconds, never an input of the
 	// training. Left out of the JSON when not recorded.
@@ -101,6 +107,13 @@ func (m Step) Validate() error {
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("metric %s is %v", f.name, f.v)
+		}
+	}
+	if sc := m.Scoring; sc != nil {
+		for name, v := range map[string]float64{"scoring.cut": sc.Cut, "scoring.max_ratio": sc.MaxRatio} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("metric %s is %v", name, v)
+			}
 		}
 	}
 	return nil

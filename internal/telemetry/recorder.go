@@ -33,6 +33,7 @@ type Recorder struct {
 	rho              *prometheus.GaugeVec
 	wmWeight         *prometheus.GaugeVec
 	signalLow        *prometheus.GaugeVec
+	wmGroups         *prometheus.GaugeVec
 	executions       *prometheus.CounterVec
 	executionCPU     *prometheus.CounterVec
 	sandboxFailures  *prometheus.CounterVec
@@ -55,6 +56,13 @@ const (
 	labelStatus  = "status"
 	labelOutcome = "outcome"
 	labelStage   = "stage"
+	labelScoring = "decision"
+)
+
+// The decisions of selective scoring on a world-model group.
+const (
+	DecisionScored  = "scored"
+	DecisionLeftOut = "left_out"
 )
 
 // The outcomes of a world-model call.
@@ -82,6 +90,9 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			"1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate)."),
 		signalLow: gauge("wmrl_signal_lower_bound",
 			"Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0)."),
+		wmGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wmrl_world_model_groups",
+			Help: "World-model groups of the run's last completed step whose scores selective scoring let into the update (decision scored) or left out as too uncertain (left_out); runs with anchors.selective."},
+			[]string{labelRun, labelMode, labelScoring}),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wmrl_executions_total",
 			Help: "Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded)."},
 			[]string{labelRun, labelMode, labelPhase, labelStatus}),
@@ -110,7 +121,7 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			Help: "Seconds of each stage of the run's last completed step during which a stage of a step completed before it was running (0 when steps run one after another)."},
 			[]string{labelRun, labelMode, labelStage}),
 	}
-	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.executions, r.executionCPU, r.sandboxFailures,
+	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.wmGroups, r.executions, r.executionCPU, r.sandboxFailures,
 		r.wmCalls, r.wmSeconds, r.calibrationPairs, r.biasBefore, r.biasAfter, r.heldOutScore, r.heldOutVersion, r.stageSeconds, r.stageOverlap} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -141,6 +152,16 @@ func (r *Recorder) GateDecided(run Run, open bool, low float64) {
 	}
 	r.wmWeight.WithLabelValues(run.ID, run.Mode).Set(w)
 	r.signalLow.WithLabelValues(run.ID, run.Mode).Set(low)
+}
+
+// ScoringDecided records selective scoring's decision of the run's last
+// completed step: its world-model groups scored in and left out.
+func (r *Recorder) ScoringDecided(run Run, scored, leftOut int) {
+	if r == nil {
+		return
+	}
+	r.wmGroups.WithLabelValues(run.ID, run.Mode, DecisionScored).Set(float64(scored))
+	r.wmGroups.WithLabelValues(run.ID, run.Mode, DecisionLeftOut).Set(float64(leftOut))
 }
 
 // Execution records one real execution that ran (a result reused from the

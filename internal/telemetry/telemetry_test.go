@@ -34,6 +34,8 @@ func TestExporterServes(t *testing.T) {
 	r.StepCompleted(run, 1, 0.25)
 	r.GateDecided(run, true, 0.3)
 	r.GateDecided(run, false, -0.125)
+	r.ScoringDecided(run, 6, 0)
+	r.ScoringDecided(run, 4, 2)
 	r.Execution(run, PhaseTrain, "ok", 1.5)
 	r.Execution(run, PhaseTrain, "ok", 0.5)
 	r.Execution(run, PhaseTrain, "timeout", 2)
@@ -65,6 +67,10 @@ wmrl_world_model_weight{mode="wmrl",run="r1"} 0
 # HELP wmrl_signal_lower_bound Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0).
 # TYPE wmrl_signal_lower_bound gauge
 wmrl_signal_lower_bound{mode="wmrl",run="r1"} -0.125
+# HELP wmrl_world_model_groups World-model groups of the run's last completed step whose scores selective scoring let into the update (decision scored) or left out as too uncertain (left_out); runs with anchors.selective.
+# TYPE wmrl_world_model_groups gauge
+wmrl_world_model_groups{decision="left_out",mode="wmrl",run="r1"} 2
+wmrl_world_model_groups{decision="scored",mode="wmrl",run="r1"} 4
 # HELP wmrl_executions_total Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded).
 # TYPE wmrl_executions_total counter
 wmrl_executions_total{mode="wmrl",phase="heldout",run="r1",status="ungraded"} 1
@@ -109,7 +115,7 @@ wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="step"} 0
 wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="update"} 0.5
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "wmrl_steps_completed", "wmrl_rho",
-		"wmrl_world_model_weight", "wmrl_signal_lower_bound",
+		"wmrl_world_model_weight", "wmrl_signal_lower_bound", "wmrl_world_model_groups",
 		"wmrl_executions_total", "wmrl_execution_cpu_seconds_total", "wmrl_sandbox_failures_total",
 		"wmrl_world_model_calls_total", "wmrl_calibration_pairs", "wmrl_bias_before", "wmrl_bias_after",
 		"wmrl_heldout_score", "wmrl_heldout_checkpoint", "wmrl_stage_seconds", "wmrl_stage_overlap_seconds"); err != nil {
