@@ -541,12 +541,38 @@ func TestIntegrationPipelineTurns(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	h := twiceOnServer(t, c, st, cfg, "turns", 1, func(id string, res RunResult) {
+		if res.Checkpoint.Version != cfg.Steps {
+			t.Fatalf("%s: result %+v", id, res)
+		}
+		for s := range cfg.Steps {
+			ts, err := st.StepTurns(t.Context(), id, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != 3*cfg.Groups*cfg.Samples {
+				t.Fatalf("step %d: %d turns, want %d", s, len(ts), 3*cfg.Groups*cfg.Samples)
+			}
+		}
+	})
+	t.Logf("d = 1, 3 turns: checkpoint %s (both runs and the test environment's)", h)
+}
+
+// twiceOnServer runs cfg on the Temporal server twice (run ids
+// it-pipe-<name>-<k>-<stamp>) and in the test environment once, checks
+// each server run with check and that all three end at the same
+// checkpoint, and returns its hash. With WMRL_RECORD_HISTORIES=1 it writes
+// the first run's first segment and its step recordStep to
+// testdata/pipe_<name>_run_wmrl.json and pipe_<name>_step_wmrl.json.
+func twiceOnServer(t *testing.T, c client.Client, st *store.Store, cfg runconfig.Config, name string, recordStep int,
+	check func(id string, res RunResult)) string {
+	t.Helper()
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var hashes []string
 	for k := range 2 {
-		id := fmt.Sprintf("it-pipe-turns-%d-%d", k, stamp)
+		id := fmt.Sprintf("it-pipe-%s-%d-%d", name, k, stamp)
 		start := time.Now()
 		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
 			TrainingRun, RunInput{RunID: id, Config: cfg})
@@ -559,34 +585,25 @@ func TestIntegrationPipelineTurns(t *testing.T) {
 		}
 		t.Logf("%s: %d steps, checkpoint %d %s in %v", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash),
 			time.Since(start).Round(time.Millisecond))
-		if res.Steps != cfg.Steps || res.Checkpoint.Version != cfg.Steps {
+		if res.Steps != cfg.Steps {
 			t.Fatalf("%s: result %+v", id, res)
 		}
-		for s := range cfg.Steps {
-			ts, err := st.StepTurns(ctx, id, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ts) != 3*cfg.Groups*cfg.Samples {
-				t.Fatalf("step %d: %d turns, want %d", s, len(ts), 3*cfg.Groups*cfg.Samples)
-			}
-		}
+		check(id, res)
 		hashes = append(hashes, res.Checkpoint.Hash)
 		if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
-			record(t, c, id, we.GetRunID(), "testdata/pipe_turns_run_wmrl.json")
-			record(t, c, StepWorkflowID(id, 1), "", "testdata/pipe_turns_step_wmrl.json")
+			record(t, c, id, we.GetRunID(), "testdata/pipe_"+name+"_run_wmrl.json")
+			record(t, c, StepWorkflowID(id, recordStep), "", "testdata/pipe_"+name+"_step_wmrl.json")
 		}
 	}
 	if hashes[0] != hashes[1] {
-		t.Fatalf("the same pipelined 3-turn run twice ended at %s and %s", hashes[0], hashes[1])
+		t.Fatalf("the same pipelined run (%s) twice ended at %s and %s", name, hashes[0], hashes[1])
 	}
-	// The test environment's run of the same config ends there too.
 	res, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()),
-		RunInput{RunID: fmt.Sprintf("env-pipe-turns-%d", stamp), Config: cfg})
+		RunInput{RunID: fmt.Sprintf("env-pipe-%s-%d", name, stamp), Config: cfg})
 	if res.Checkpoint.Hash != hashes[0] {
 		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
 	}
-	t.Logf("d = 1, 3 turns: checkpoint %s (both runs and the test environment's)", hashes[0])
+	return hashes[0]
 }
 
 // TestRealRunPipelineActiveAnchors runs the tiny preset (8 groups) in wmrl
@@ -725,40 +742,8 @@ func TestIntegrationPipelineActiveAnchors(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	stamp := time.Now().UnixNano()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	var hashes []string
-	for k := range 2 {
-		id := fmt.Sprintf("it-pipe-active-%d-%d", k, stamp)
-		we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: QueueControl},
-			TrainingRun, RunInput{RunID: id, Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res RunResult
-		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %d steps, checkpoint %d %s", id, res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
-		if res.Steps != cfg.Steps {
-			t.Fatalf("%s: result %+v", id, res)
-		}
-		hashes = append(hashes, res.Checkpoint.Hash)
-		if k == 0 && os.Getenv("WMRL_RECORD_HISTORIES") == "1" {
-			record(t, c, id, we.GetRunID(), "testdata/pipe_active_run_wmrl.json")
-			record(t, c, StepWorkflowID(id, 2), "", "testdata/pipe_active_step_wmrl.json")
-		}
-	}
-	if hashes[0] != hashes[1] {
-		t.Fatalf("the same pipelined active-anchor run twice ended at %s and %s", hashes[0], hashes[1])
-	}
-	res, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()),
-		RunInput{RunID: fmt.Sprintf("env-pipe-active-%d", stamp), Config: cfg})
-	if res.Checkpoint.Hash != hashes[0] {
-		t.Fatalf("the server's runs ended at %s, the test environment's at %s", short(hashes[0]), short(res.Checkpoint.Hash))
-	}
-	t.Logf("d = 1, active anchors: checkpoint %s (both runs and the test environment's)", hashes[0])
+	h := twiceOnServer(t, c, st, cfg, "active", 2, func(string, RunResult) {})
+	t.Logf("d = 1, active anchors: checkpoint %s (both runs and the test environment's)", h)
 }
 
 // TestRealResumePipeline: a pipelined run (d = 2, world_model.refresh every
