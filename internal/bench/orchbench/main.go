@@ -31,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -42,16 +41,14 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/bench/benchenv"
 	"github.com/wmrl/wmrl/internal/deployenv"
-	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
-	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/worldmodel"
 	"github.com/wmrl/wmrl/workflows"
@@ -183,18 +180,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.dataDir = dir
 	}
 
-	st, err := store.Open(ctx, o.databaseURL)
+	st, dep, err := benchenv.OpenStore(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	dep, err := st.Deployment(ctx)
-	if err != nil {
-		return err
-	}
 	acts := &activities.Activities{Store: st, DataDir: o.dataDir, RunsKey: deployenv.RunsKey(o.namespace, dep.Database, dep.ID)}
 	suites := &builtin.SuiteCache{Load: suite.Load}
 	su, err := suites.Suite(ctx, suite.DefaultSeed)
@@ -219,18 +209,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	acts.Tasks, acts.Policy, acts.WorldModel, acts.Grader = b.Tasks, b.Policy, b.WorldModel, b.Grader
 	o.sandboxKind = kind
 
-	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
-		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		ConnectionOptions: client.ConnectionOptions{TLS: o.tls}})
+	c, err := benchenv.Dial(ctx, o.address, o.namespace, o.tls)
 	if err != nil {
-		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
-	}
-	defer c.Close()
-	if err := namespace.Ensure(ctx, c, o.namespace, 24*time.Hour, workflows.SearchAttributes()); err != nil {
 		return err
 	}
+	defer c.Close()
 	local := &localSpans{}
-	stop, err := startWorkers(c, acts, o.pollers, local)
+	stop, err := benchenv.StartWorkers(c, acts, worker.Options{MaxConcurrentActivityTaskPollers: o.pollers,
+		Interceptors: []interceptor.WorkerInterceptor{local.interceptor()}})
 	if err != nil {
 		return err
 	}
@@ -276,29 +262,6 @@ func openSandbox(ctx context.Context, kind, bin string) (sandbox.Sandbox, string
 		return nil, "", nil, err
 	}
 	return sb, kind, closeSB, nil
-}
-
-// startWorkers serves every queue in this process, as `wmrl-worker` does
-// with its default --queues, and returns a function that stops them.
-func startWorkers(c client.Client, acts *activities.Activities, pollers int, local *localSpans) (func(), error) {
-	var ws []worker.Worker
-	stop := func() {
-		for _, w := range ws {
-			w.Stop()
-		}
-	}
-	for _, name := range workflows.QueueNames() {
-		q, _ := workflows.Queue(name)
-		w := worker.New(c, q, worker.Options{MaxConcurrentActivityTaskPollers: pollers,
-			Interceptors: []interceptor.WorkerInterceptor{local.interceptor()}})
-		workflows.Register(w, q, acts)
-		if err := w.Start(); err != nil {
-			stop()
-			return nil, fmt.Errorf("start worker on %s: %w", q, err)
-		}
-		ws = append(ws, w)
-	}
-	return stop, nil
 }
 
 type sizeResult struct {

@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -43,7 +42,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/wmrl/wmrl/activities"
@@ -52,8 +50,8 @@ import (
 	"github.com/wmrl/wmrl/internal/backend/gradehttp"
 	"github.com/wmrl/wmrl/internal/backend/openaiwm"
 	"github.com/wmrl/wmrl/internal/backend/tinker"
+	"github.com/wmrl/wmrl/internal/bench/benchenv"
 	"github.com/wmrl/wmrl/internal/deployenv"
-	"github.com/wmrl/wmrl/internal/namespace"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/sandbox"
 	"github.com/wmrl/wmrl/internal/serve/gradeserve"
@@ -162,18 +160,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer os.RemoveAll(dataDir)
 
-	st, err := store.Open(ctx, o.databaseURL)
+	st, dep, err := benchenv.OpenStore(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	dep, err := st.Deployment(ctx)
-	if err != nil {
-		return err
-	}
 	bin, err := sandbox.FindExecutor(o.executor)
 	if err != nil {
 		return err
@@ -204,17 +195,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	c, err := client.Dial(client.Options{HostPort: o.address, Namespace: o.namespace,
-		Logger:            log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		ConnectionOptions: client.ConnectionOptions{TLS: o.tls}})
+	c, err := benchenv.Dial(ctx, o.address, o.namespace, o.tls)
 	if err != nil {
-		return fmt.Errorf("connect to temporal at %s: %w", o.address, err)
-	}
-	defer c.Close()
-	if err := namespace.Ensure(ctx, c, o.namespace, 24*time.Hour, workflows.SearchAttributes()); err != nil {
 		return err
 	}
-	stopWorkers, err := startWorkers(c, acts)
+	defer c.Close()
+	stopWorkers, err := benchenv.StartWorkers(c, acts, worker.Options{})
 	if err != nil {
 		return err
 	}
@@ -275,27 +261,6 @@ func httpBackends(st *store.Store, url string) (*backend.Registry, error) {
 	return backend.NewRegistry(backend.Entry{Kind: backend.KindPolicy, Name: backend.Tinker, Adapter: pol},
 		backend.Entry{Kind: backend.KindWorldModel, Name: backend.OpenAI, Adapter: owm},
 		backend.Entry{Kind: backend.KindGrader, Name: backend.GradeHTTP, Adapter: gr})
-}
-
-// startWorkers serves every queue in this process.
-func startWorkers(c client.Client, acts *activities.Activities) (func(), error) {
-	var ws []worker.Worker
-	stop := func() {
-		for _, w := range ws {
-			w.Stop()
-		}
-	}
-	for _, name := range workflows.QueueNames() {
-		q, _ := workflows.Queue(name)
-		w := worker.New(c, q, worker.Options{})
-		workflows.Register(w, q, acts)
-		if err := w.Start(); err != nil {
-			stop()
-			return nil, fmt.Errorf("start worker on %s: %w", q, err)
-		}
-		ws = append(ws, w)
-	}
-	return stop, nil
 }
 
 // config is the tiny preset with o.steps steps, the HTTP backends and d.
