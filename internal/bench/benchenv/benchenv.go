@@ -18,6 +18,7 @@ import (
 
 	"github.com/wmrl/wmrl/activities"
 	"github.com/wmrl/wmrl/internal/namespace"
+	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/workflows"
 )
@@ -83,4 +84,21 @@ func StartWorkers(c client.Client, acts *activities.Activities, opts worker.Opti
 		ws = append(ws, w)
 	}
 	return stop, nil
+}
+
+// RunToEnd starts the TrainingRun runID with cfg on the control queue and
+// waits for its end, across its continue-as-new executions. It returns the
+// run ID of the first execution (the start of its chain of histories) and
+// the run's result.
+func RunToEnd(ctx context.Context, c client.Client, runID string, cfg runconfig.Config) (string, workflows.RunResult, error) {
+	var res workflows.RunResult
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: workflows.QueueControl},
+		workflows.TrainingRun, workflows.RunInput{RunID: runID, Config: cfg})
+	if err != nil {
+		return "", res, fmt.Errorf("start run: %w", err)
+	}
+	if err := c.GetWorkflow(ctx, runID, "").Get(ctx, &res); err != nil {
+		return we.GetRunID(), res, fmt.Errorf("run %s: %w", runID, err)
+	}
+	return we.GetRunID(), res, nil
 }

@@ -297,14 +297,9 @@ func measure(ctx context.Context, c client.Client, o options, sz size, local *lo
 	}
 	r := sizeResult{size: sz, config: cfg, runID: fmt.Sprintf("orchbench-%s-%d", sz, time.Now().UnixNano())}
 	t0 := time.Now()
-	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.runID, TaskQueue: workflows.QueueControl},
-		workflows.TrainingRun, workflows.RunInput{RunID: r.runID, Config: cfg})
+	firstRunID, res, err := benchenv.RunToEnd(ctx, c, r.runID, cfg)
 	if err != nil {
-		return r, fmt.Errorf("start run: %w", err)
-	}
-	var res workflows.RunResult
-	if err := c.GetWorkflow(ctx, r.runID, "").Get(ctx, &res); err != nil {
-		return r, fmt.Errorf("run %s: %w", r.runID, err)
+		return r, err
 	}
 	if res.Steps != cfg.Steps {
 		return r, fmt.Errorf("run %s ended after %d of %d steps", r.runID, res.Steps, cfg.Steps)
@@ -322,7 +317,7 @@ func measure(ctx context.Context, c client.Client, o options, sz size, local *lo
 		}
 		r.steps = append(r.steps, ss)
 	}
-	for runID := we.GetRunID(); runID != ""; {
+	for runID := firstRunID; runID != ""; {
 		h, err := history(ctx, c, r.runID, runID)
 		if err != nil {
 			return r, err

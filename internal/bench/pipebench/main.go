@@ -61,7 +61,6 @@ import (
 	"github.com/wmrl/wmrl/internal/store"
 	"github.com/wmrl/wmrl/internal/suite"
 	"github.com/wmrl/wmrl/internal/worldmodel"
-	"github.com/wmrl/wmrl/workflows"
 )
 
 func main() {
@@ -283,13 +282,8 @@ func measure(ctx context.Context, c client.Client, st *store.Store, o options, d
 		return r, nil
 	}
 	r.runID = fmt.Sprintf("pipebench-d%d-%d", d, time.Now().UnixNano())
-	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: r.runID, TaskQueue: workflows.QueueControl},
-		workflows.TrainingRun, workflows.RunInput{RunID: r.runID, Config: cfg}); err != nil {
-		return r, fmt.Errorf("start run: %w", err)
-	}
-	var res workflows.RunResult
-	if err := c.GetWorkflow(ctx, r.runID, "").Get(ctx, &res); err != nil {
-		return r, fmt.Errorf("run %s: %w", r.runID, err)
+	if _, _, err := benchenv.RunToEnd(ctx, c, r.runID, cfg); err != nil {
+		return r, err
 	}
 	rows, err := st.Steps(ctx, r.runID)
 	if err != nil {
