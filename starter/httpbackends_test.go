@@ -60,6 +60,95 @@ func (r *restartable) kill() {
 	_ = r.srv.Close()
 }
 
+// serveBuiltin serves on srv the built-in pieces (the small suite, the
+// stored world model, the in-process sandbox) as wmrl serve serves them:
+// /grade, chat completions and the Tinker API (strict seq_id order), each
+// behind key. srv is killed when the test ends. It returns the Tinker
+// policy of a's store against srv, with key as $TINKER_API_KEY, for the
+// workers' activities (stack's configure).
+func serveBuiltin(t *testing.T, a *activities.Activities, srv *restartable, key string) *tinker.Policy {
+	t.Helper()
+	wm, err := worldmodel.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
+	mux, _, err := serveMux(serveDeps{tasks: b.Tasks, grader: b.Grader,
+		graderOptions: gradeserve.Options{Capacity: 4, Token: gradehttp.Token(key)}, openAI: b.WorldModel, openAIKey: key,
+		tinker: tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{APIKey: key, StrictSeq: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.mux = mux
+	srv.start()
+	t.Cleanup(srv.kill)
+	tcfg, err := tinker.Config{BaseURL: "http://" + srv.addr, BaseModel: tinker.BuiltinBaseModel, PollMax: 200 * time.Millisecond}.FromEnv(func(k string) string {
+		if k == tinker.EnvAPIKey {
+			return key
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := tinker.New(tcfg, tinker.BuiltinTokenizer{}, tinker.PostgresJournal{Store: a.Store}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// completed returns the status of run, which must have completed at
+// checkpoint version 3 (the tiny preset's steps).
+func (e *itEnv) completed(t *testing.T, run string) statusReport {
+	t.Helper()
+	s := e.status(t, run)
+	if s.State != "completed" || s.Checkpoint.Version != 3 {
+		t.Fatalf("run %s: state %s, checkpoint %+v", run, s.State, s.Checkpoint)
+	}
+	return s
+}
+
+// checkOnPolicy checks that each step's summary of run holds the update's
+// importance ratio, from the Tinker server's loss_fn_outputs: 1, the
+// server being on-policy.
+func (e *itEnv) checkOnPolicy(t *testing.T, run string) {
+	t.Helper()
+	rows, err := e.st.Steps(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if m := r.Metrics; math.Abs(m.ImportanceRatioMean-1) > 1e-9 || math.Abs(m.ImportanceRatioMax-1) > 1e-9 {
+			t.Errorf("run %s step %d: importance ratio mean %v, max %v; want 1, 1", run, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
+		}
+	}
+}
+
+// runTwice runs `wmrl run --preset tiny --config cfg` twice, under fresh
+// names of prefix, and logs the first run's output under what (its
+// backends). final checks a run that ended and returns its final
+// checkpoint's hash, which must be the same for both runs (the same
+// seed). It returns the first run's output and hash.
+func (e *itEnv) runTwice(t *testing.T, prefix, cfg, what string, final func(run string) string) (string, string) {
+	t.Helper()
+	first := e.runName(t, prefix)
+	out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", first, "--poll", "100ms")
+	if err != nil {
+		t.Fatalf("run (%s): %v\n%s", what, err, out)
+	}
+	t.Logf("wmrl run --preset tiny (%s):\n%s", what, out)
+	hash := final(first)
+	second := e.runName(t, prefix)
+	if out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", second, "--poll", "100ms"); err != nil {
+		t.Fatalf("second run (%s): %v\n%s", what, err, out)
+	}
+	if h := final(second); h != hash {
+		t.Errorf("same seed (%s): final checkpoint %s, then %s", what, hash, h)
+	}
+	return out, hash
+}
+
 // TestHTTPBackends runs the tiny preset with all three remote backends over
 // HTTP against the built-in pieces served as wmrl serve serves them:
 // policy.backend tinker (the Tinker API), world_model.backend openai (chat
@@ -74,34 +163,8 @@ func TestHTTPBackends(t *testing.T) {
 	t.Setenv(gradehttp.TokenEnv, key)
 	srv := &restartable{t: t, addr: "127.0.0.1:0"}
 	e := stack(t, testNamespace+"-http", func(a *activities.Activities) {
-		wm, err := worldmodel.Default()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := builtin.New(smallSuites{}, wm, &testenv.InProcess{MaxCPUs: 2})
-		mux, _, err := serveMux(serveDeps{tasks: b.Tasks, grader: b.Grader,
-			graderOptions: gradeserve.Options{Capacity: 4, Token: key}, openAI: b.WorldModel, openAIKey: key,
-			tinker: tinkerserve.New(a.Store.Pool(), b.Tasks, tinkerserve.Options{APIKey: key, StrictSeq: true})})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.mux = mux
-		srv.start()
-		t.Cleanup(srv.kill)
+		pol := serveBuiltin(t, a, srv, key)
 		url := "http://" + srv.addr
-		tcfg, err := tinker.Config{BaseURL: url, BaseModel: tinker.BuiltinBaseModel, PollMax: 200 * time.Millisecond}.FromEnv(func(k string) string {
-			if k == tinker.EnvAPIKey {
-				return key
-			}
-			return ""
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pol, err := tinker.New(tcfg, tinker.BuiltinTokenizer{}, tinker.PostgresJournal{Store: a.Store}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		ocfg := openaiwm.DefaultConfig()
 		ocfg.BaseURL, ocfg.Model = url+"/v1", openAIModelName
 		okey, err := openaiwm.LoadKey(ocfg, func(k string) string {
@@ -129,44 +192,16 @@ func TestHTTPBackends(t *testing.T) {
 
 	final := func(name string) string {
 		t.Helper()
-		s := e.status(t, name)
-		if s.State != "completed" || s.Checkpoint.Version != 3 {
-			t.Fatalf("run %s: state %s, checkpoint %+v", name, s.State, s.Checkpoint)
-		}
+		s := e.completed(t, name)
 		var steps int
 		if err := e.st.Pool().QueryRow(t.Context(), `SELECT optim_steps FROM tinker_models WHERE user_metadata->>'wmrl_run' = $1`,
 			name).Scan(&steps); err != nil || steps != 3 {
 			t.Errorf("run %s: %d optimiser steps on the Tinker server, want 3 (%v)", name, steps, err)
 		}
-		// Each step's summary holds the update's importance ratio, from
-		// the server's loss_fn_outputs: 1, the server being on-policy.
-		rows, err := e.st.Steps(t.Context(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			if m := r.Metrics; math.Abs(m.ImportanceRatioMean-1) > 1e-9 || math.Abs(m.ImportanceRatioMax-1) > 1e-9 {
-				t.Errorf("run %s step %d: importance ratio mean %v, max %v; want 1, 1", name, r.Step, m.ImportanceRatioMean, m.ImportanceRatioMax)
-			}
-		}
+		e.checkOnPolicy(t, name)
 		return s.Checkpoint.Hash
 	}
-
-	first := e.runName(t, "http")
-	out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", first, "--poll", "100ms")
-	if err != nil {
-		t.Fatalf("run over HTTP: %v\n%s", err, out)
-	}
-	t.Logf("wmrl run --preset tiny (tinker, openai, grade-http over HTTP):\n%s", out)
-	hash := final(first)
-
-	second := e.runName(t, "http")
-	if out, err := e.wmrl(t, "run", "--preset", "tiny", "--config", cfg, "--name", second, "--poll", "100ms"); err != nil {
-		t.Fatalf("second run: %v\n%s", err, out)
-	}
-	if h := final(second); h != hash {
-		t.Errorf("same seed over HTTP: final checkpoint %s, then %s", hash, h)
-	}
+	out, hash := e.runTwice(t, "http", cfg, "tinker, openai, grade-http over HTTP", final)
 
 	// The server killed in step 1 and back 2 s later.
 	third := e.runName(t, "http")
