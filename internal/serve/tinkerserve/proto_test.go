@@ -61,6 +61,54 @@ func result(t *testing.T, url, id, accept string) (string, []byte) {
 	return ct, b
 }
 
+// asFloat32 is xs rounded to float32, as the protobuf encoding carries
+// them.
+func asFloat32(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(float32(x))
+	}
+	return out
+}
+
+// bothFB is the same forward_backward sent as a JSON and as a protobuf
+// body: the protobuf request's future, both results as JSON and the
+// (equal) decoded result.
+type bothFB struct {
+	protoID        string
+	jsonRes, pbRes []byte
+	out            tinker.ForwardBackwardOutput
+}
+
+// forwardBackwardBoth sends forward_backward of datums (importance
+// sampling, seq_id 1000) to model jsonModel as a JSON body and to
+// pbModel as a protobuf body, and checks that both results, read as JSON,
+// are the same, with an output per datum and a gradient.
+func forwardBackwardBoth(t *testing.T, url, jsonModel, pbModel string, datums []tinker.Datum) bothFB {
+	t.Helper()
+	seq := int64(1000)
+	jid := futureOf(t, url, tinker.PathForwardBackward, "application/json", []byte(must(tinker.ForwardBackwardRequest{ModelID: jsonModel, SeqID: &seq,
+		ForwardBackwardInput: tinker.ForwardBackwardInput{Data: datums, LossFn: tinker.LossImportanceSampling}})))
+	body, err := proto.Marshal(toProto(pbModel, 1000, tinker.LossImportanceSampling, datums))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bothFB{protoID: futureOf(t, url, tinker.PathForwardBackward, "application/x-protobuf", body)}
+	_, r.jsonRes = result(t, url, jid, "")
+	_, r.pbRes = result(t, url, r.protoID, "application/json")
+	var ob tinker.ForwardBackwardOutput
+	if err := json.Unmarshal(r.jsonRes, &r.out); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.pbRes, &ob); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.out, ob) || len(r.out.LossFnOutputs) != len(datums) || r.out.Metrics["grad_norm:mean"] == 0 {
+		t.Fatalf("JSON body's result %s\nprotobuf body's %s", r.jsonRes, r.pbRes)
+	}
+	return r
+}
+
 // toProto encodes datums as the SDK 0.25 does (request_conv).
 func toProto(model string, seq int32, lossFn string, data []tinker.Datum) *tinkerpb.ForwardBackwardRequest {
 	m := &tinkerpb.ForwardBackwardRequest{ModelId: model, SeqId: seq, LossFn: lossFn}
@@ -159,11 +207,7 @@ func TestProtobufWire(t *testing.T) {
 			}
 		}
 		// The datums' logprobs as float32, so both encodings carry the same.
-		lp := make([]float64, len(q.Logprobs))
-		for j, x := range q.Logprobs {
-			lp[j] = float64(float32(x))
-		}
-		comps[i] = backend.Completion{Tokens: q.Tokens, LogProbs: lp}
+		comps[i] = backend.Completion{Tokens: q.Tokens, LogProbs: asFloat32(q.Logprobs)}
 	}
 	datums, err := tinker.BuildDatums(tinker.BuiltinTokenizer{}, batchOf(task, comps))
 	if err != nil {
@@ -171,26 +215,9 @@ func TestProtobufWire(t *testing.T) {
 	}
 
 	// forward_backward on model 0 as JSON, on model 1 as protobuf.
-	seq := int64(1000)
-	jid := futureOf(t, e.srv.URL, tinker.PathForwardBackward, "application/json", []byte(must(tinker.ForwardBackwardRequest{ModelID: models[0], SeqID: &seq,
-		ForwardBackwardInput: tinker.ForwardBackwardInput{Data: datums, LossFn: tinker.LossImportanceSampling}})))
-	body, err := proto.Marshal(toProto(models[1], 1000, tinker.LossImportanceSampling, datums))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := futureOf(t, e.srv.URL, tinker.PathForwardBackward, "application/x-protobuf", body)
-	_, a := result(t, e.srv.URL, jid, "")
-	_, b := result(t, e.srv.URL, pid, "application/json")
-	var oa, ob tinker.ForwardBackwardOutput
-	if err := json.Unmarshal(a, &oa); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ob); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(oa, ob) || len(oa.LossFnOutputs) != len(datums) || oa.Metrics["grad_norm:mean"] == 0 {
-		t.Fatalf("JSON body's result %s\nprotobuf body's %s", a, b)
-	}
+	fb := forwardBackwardBoth(t, e.srv.URL, models[0], models[1], datums)
+	pid, a, b, ob := fb.protoID, fb.jsonRes, fb.pbRes, fb.out
+	seq := int64(1000) // the models' last seq_id
 	// The same result as protobuf: one batched record, per-datum offsets.
 	ct, pb = result(t, e.srv.URL, pid, "application/x-protobuf, application/json;q=0.5")
 	var fo tinkerpb.ForwardBackwardOutput
@@ -235,13 +262,13 @@ func TestProtobufWire(t *testing.T) {
 	fb0, _ := e.counts(t)
 	fwd := toProto(models[0], 1001, tinker.LossImportanceSampling, datums)
 	fwd.ForwardOnly = true
-	body, _ = proto.Marshal(fwd)
+	body, _ := proto.Marshal(fwd)
 	_, f := result(t, e.srv.URL, futureOf(t, e.srv.URL, tinker.PathForwardBackward, "application/x-protobuf", body), "")
 	var of tinker.ForwardBackwardOutput
 	if err := json.Unmarshal(f, &of); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := of.Metrics["grad_norm:mean"]; ok || !reflect.DeepEqual(of.LossFnOutputs, oa.LossFnOutputs) {
+	if _, ok := of.Metrics["grad_norm:mean"]; ok || !reflect.DeepEqual(of.LossFnOutputs, ob.LossFnOutputs) {
 		t.Fatalf("forward_only result %s, forward_backward's %s", f, a)
 	}
 	if fb1, _ := e.counts(t); fb1 != fb0 {

@@ -131,10 +131,7 @@ func scenario(t *testing.T, p *tinker.Policy) outcome {
 	t.Helper()
 	ctx := t.Context()
 	task := trainTask(t)
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := initRun(t, p)
 	var o outcome
 	o.Hashes = append(o.Hashes, ck.Hash)
 	for step := range 2 {
@@ -154,10 +151,11 @@ func scenario(t *testing.T, p *tinker.Policy) outcome {
 		}
 		o.Hashes = append(o.Hashes, ck.Hash)
 	}
-	o.After, err = p.Sample(ctx, backend.SampleRequest{Run: "run-a", Checkpoint: ck, Task: task, Seeds: seeds, Key: "after"})
+	after, err := p.Sample(ctx, backend.SampleRequest{Run: "run-a", Checkpoint: ck, Task: task, Seeds: seeds, Key: "after"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.After = after
 	return o
 }
 
@@ -239,10 +237,7 @@ func TestRetriedUpdateStepsOnce(t *testing.T) {
 	ctx := t.Context()
 	p := e.client(t, tinker.PostgresJournal{Store: e.store}, "")
 	task := trainTask(t)
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := initRun(t, p)
 	if again, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings}); err != nil || again != ck {
 		t.Fatalf("Init again: %+v %v, first %+v", again, err, ck)
 	}
@@ -318,20 +313,37 @@ func TestServerRestartMidUpdate(t *testing.T) {
 	}
 }
 
+// initRun inits run-a on p with the tests' seed and settings.
+func initRun(t *testing.T, p *tinker.Policy) backend.Checkpoint {
+	t.Helper()
+	ck, err := p.Init(t.Context(), backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+// initAndSample inits run-a on p and samples a group (key "g") of the
+// first training task from the initial checkpoint; it returns the
+// checkpoint, the task and the group.
+func initAndSample(t *testing.T, p *tinker.Policy) (backend.Checkpoint, backend.Task, []backend.Completion) {
+	t.Helper()
+	ctx := t.Context()
+	task := trainTask(t)
+	ck := initRun(t, p)
+	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, task, comps
+}
+
 // scenarioOneUpdate runs Init, Sample, Update (through update when given)
 // and returns the new checkpoint's hash.
 func scenarioOneUpdate(t *testing.T, p *tinker.Policy, update func(*tinker.Policy, backend.UpdateRequest) (backend.Checkpoint, error)) string {
 	t.Helper()
 	ctx := t.Context()
-	task := trainTask(t)
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, task, comps := initAndSample(t, p)
 	req := updateRequest(ck, batchOf(task, comps))
 	if update == nil {
 		next, _, err := p.Update(ctx, req)
@@ -533,15 +545,7 @@ func TestZeroWeightUpdate(t *testing.T) {
 	e := newEnv(t, bodies.wrap, tinkerserve.Options{StrictSeq: true})
 	ctx := t.Context()
 	p := e.client(t, &tinker.MemJournal{}, "")
-	task := trainTask(t)
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, task, comps := initAndSample(t, p)
 	batch := batchOf(task, comps)
 	for i := range batch {
 		batch[i].Weight = 0
@@ -685,15 +689,7 @@ func TestUpdateTimeDelaysTheUpdate(t *testing.T) {
 	e := newEnv(t, nil, tinkerserve.Options{UpdateTime: service})
 	ctx := t.Context()
 	p := e.client(t, tinker.PostgresJournal{Store: e.store}, "")
-	task := trainTask(t)
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck, Task: task, Seeds: seeds, Key: "g"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, task, comps := initAndSample(t, p)
 	req := updateRequest(ck, batchOf(task, comps))
 	start := time.Now()
 	if _, _, err := p.Update(ctx, req); err != nil {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/tinker"
 	"github.com/wmrl/wmrl/internal/serve/tinkerserve"
@@ -155,36 +153,15 @@ func TestTurnsWire(t *testing.T) {
 	for i := range batch {
 		// float32 logprobs, so both encodings carry the same.
 		for j := range batch[i].Turns {
-			lp := append([]float64(nil), batch[i].Turns[j].LogProbs...)
-			for k, x := range lp {
-				lp[k] = float64(float32(x))
-			}
-			batch[i].Turns[j].LogProbs = lp
+			batch[i].Turns[j].LogProbs = asFloat32(batch[i].Turns[j].LogProbs)
 		}
 	}
 	datums, err := tinker.BuildDatums(tinker.BuiltinTokenizer{}, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := int64(1000)
-	jid := futureOf(t, e.srv.URL, tinker.PathForwardBackward, "application/json", []byte(must(tinker.ForwardBackwardRequest{ModelID: models[0], SeqID: &seq,
-		ForwardBackwardInput: tinker.ForwardBackwardInput{Data: datums, LossFn: tinker.LossImportanceSampling}})))
-	body, err := proto.Marshal(toProto(models[1], 1000, tinker.LossImportanceSampling, datums))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := futureOf(t, e.srv.URL, tinker.PathForwardBackward, "application/x-protobuf", body)
-	_, a := result(t, e.srv.URL, jid, "")
-	_, b := result(t, e.srv.URL, pid, "application/json")
-	var oa, ob tinker.ForwardBackwardOutput
-	if err := json.Unmarshal(a, &oa); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ob); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(oa, ob) || len(oa.LossFnOutputs) != len(datums) || oa.Metrics["grad_norm:mean"] == 0 || oa.Metrics["logprob_diff:max"] > 1e-5 {
-		t.Fatalf("JSON body's result %s\nprotobuf body's %s", a, b)
+	if fb := forwardBackwardBoth(t, e.srv.URL, models[0], models[1], datums); fb.out.Metrics["logprob_diff:max"] > 1e-5 {
+		t.Fatalf("JSON body's result %s\nprotobuf body's %s", fb.jsonRes, fb.pbRes)
 	}
 
 	refused := func(what, path string, body any, field string) {

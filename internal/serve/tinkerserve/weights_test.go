@@ -37,10 +37,7 @@ func TestSaveLoadWeights(t *testing.T) {
 	j := &tinker.MemJournal{}
 	p := e.client(t, j, "")
 	task := trainTask(t)
-	ck0, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck0 := initRun(t, p)
 	comps, err := p.Sample(ctx, backend.SampleRequest{Checkpoint: ck0, Task: task, Seeds: seeds, Key: "g0"})
 	if err != nil {
 		t.Fatal(err)
@@ -167,10 +164,7 @@ func TestLoadWeightsBadRequests(t *testing.T) {
 	// sequence, so each bad one below is sent at the next, 3.
 	ctx := t.Context()
 	p := e.client(t, &tinker.MemJournal{}, "")
-	ck, err := p.Init(ctx, backend.InitRequest{Run: "run-a", Suite: testenv.SuiteSeed, Seed: initSeed, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := initRun(t, p)
 	model, _ := tinker.ModelOf(ck.Location)
 	saved, err := p.SaveWeights(ctx, "s", model, 2, "w")
 	if err != nil {
