@@ -32,8 +32,16 @@ import (
 // their own namespace, so that workers of other test processes on the same
 // server never take their tasks. Without a server they skip, except in CI,
 // where they fail.
-
-const testNamespace = "wmrl-starter-test"
+//
+// testNamespace is the prefix of their namespaces: wmrl-starter-test, or
+// WMRL_TEST_NAMESPACE when set, so that two checkouts testing on the same
+// server at once keep apart (as the workflows package's tests do).
+var testNamespace = func() string {
+	if v := os.Getenv("WMRL_TEST_NAMESPACE"); v != "" {
+		return v + "-starter"
+	}
+	return "wmrl-starter-test"
+}()
 
 // smallSuites serves the small test suite for every suite seed, so that the
 // presets (which name the built-in suite) run in seconds.
