@@ -74,6 +74,25 @@ type RunState struct {
 	// Both are absent in sequential runs.
 	Planned []PlannedStep              `json:"planned,omitempty"`
 	Recent  []activities.CheckpointRef `json:"recent,omitempty"`
+	// InFlight (changePipelineCarry) are the steps Step, Step+1, ...
+	// started and not folded yet when the run continued as new; the next
+	// execution folds them. Absent otherwise.
+	InFlight []CarriedStep `json:"in_flight,omitempty"`
+}
+
+// CarriedStep is a pipelined step in flight across continue-as-new
+// (changePipelineCarry): what it started with and what the run has handed
+// it or received from it so far.
+type CarriedStep struct {
+	Step           int                       `json:"step"`
+	Sampler        activities.CheckpointRef  `json:"sampler"`
+	AnchorFraction float64                   `json:"anchor_fraction"`
+	WorldModel     *activities.WorldModelRef `json:"world_model,omitempty"`
+	// Delivered: step Step−1's checkpoint and denoiser state were given
+	// to it (in its input or by signal SignalPreviousStep).
+	Delivered bool `json:"delivered,omitempty"`
+	// Report is the step's report, received and not folded yet.
+	Report *StepReport `json:"report,omitempty"`
 }
 
 // PlannedStep is what a pipelined step not started yet will start with.
@@ -160,6 +179,9 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 				"is not built yet: its first steps sample from checkpoints the resumed run does not copy", d, in.ResumeFrom))
 		}
 		r.pipelined = true
+		// Only pipelined runs ask (after changeAsyncPipeline), so no
+		// sequential history meets it.
+		r.carry = workflow.GetVersion(ctx, changePipelineCarry, workflow.DefaultVersion, 1) >= 1
 	}
 	if err := r.setup(ctx); err != nil {
 		return RunResult{}, err
@@ -184,6 +206,12 @@ type runFlow struct {
 	pipelined bool
 	// inFlight are a pipelined run's steps in flight, ascending.
 	inFlight []int
+	// carry is changePipelineCarry: continue-as-new carries the steps in
+	// flight; flights are they, by step (pipeline.go), and reportCh their
+	// reports (signal SignalStepReport).
+	carry    bool
+	flights  map[int]*flight
+	reportCh workflow.ReceiveChannel
 
 	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
 }
@@ -311,6 +339,17 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 	listen(r.pauseCh, func() { st.Paused = true })
 	listen(r.resumeCh, func() { st.Paused = false })
 	listen(r.stopCh, func() { st.Stopping = true })
+	if r.carry {
+		r.flights = map[int]*flight{}
+		r.reportCh = workflow.GetSignalChannel(ctx, SignalStepReport)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				var rep StepReport
+				r.reportCh.Receive(ctx, &rep)
+				r.applyReport(rep)
+			}
+		})
+	}
 	return nil
 }
 
@@ -389,7 +428,17 @@ func (r *runFlow) continueAsNew(ctx workflow.Context) error {
 	drain(r.pauseCh, func() { st.Paused = true })
 	drain(r.resumeCh, func() { st.Paused = false })
 	drain(r.stopCh, func() { st.Stopping = true })
-	r.logger.Info("continue as new", "step", st.Step)
+	if r.carry {
+		for {
+			var rep StepReport
+			if !r.reportCh.ReceiveAsync(&rep) {
+				break
+			}
+			r.applyReport(rep)
+		}
+		st.InFlight = r.carried()
+	}
+	r.logger.Info("continue as new", "step", st.Step, "in_flight", len(st.InFlight))
 	return workflow.NewContinueAsNewError(ctx, TrainingRun, RunInput{RunID: r.in.RunID, Config: r.cfg, State: st})
 }
 
