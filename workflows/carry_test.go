@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
@@ -280,5 +281,120 @@ func TestIntegrationPipelineCarry(t *testing.T) {
 		}
 		t.Logf("d = %d, continue-as-new every 2: checkpoint %s (both server runs and the test environment's)", d,
 			short(want.Checkpoint.Hash))
+	}
+}
+
+// TestRealPipelineCarrySignals: d = 1, 5 steps, continue-as-new every 2
+// (runChained): the second execution starts carrying step 1, and pause,
+// stop or set-anchor-fraction reach it as step 2 generates, with the
+// carried step 1 and step 2 in flight. They keep their meaning: a pause
+// rests at checkpoint 3 with nothing in flight and, resumed an hour later,
+// the run ends at the unsignalled run's checkpoint; a stop ends the run
+// after step 2 at the unsignalled run's checkpoint 3; a new anchor fraction
+// applies from step 3, the first step not started.
+func TestRealPipelineCarrySignals(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 1)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 2
+	newActs := func() *activities.Activities { return realActivities(t, st, &testenv.InProcess{}, t.TempDir()) }
+	base, _ := runChained(t, newActs(), RunInput{RunID: "csig-base", Config: cfg}, nil)
+	cps, err := st.Checkpoints(t.Context(), "csig-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck3 := activities.CheckpointRef{Version: cps[3].Version, Hash: cps[3].Hash}
+	// signalled runs id, calling signal once as step 2's first Generate
+	// starts.
+	signalled := func(id string, signal func(env *testsuite.TestWorkflowEnvironment)) (RunResult, *chain) {
+		var once sync.Once
+		res, ch := runChained(t, newActs(), RunInput{RunID: id, Config: cfg}, func(env *testsuite.TestWorkflowEnvironment) {
+			env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+				if info.ActivityType.Name != "Generate" {
+					return
+				}
+				var req activities.GenerateRequest
+				if err := args.Get(&req); err != nil || req.Step != 2 {
+					return
+				}
+				once.Do(func() { signal(env) })
+			})
+		})
+		if len(ch.executions) < 2 || len(ch.executions[1].State.InFlight) != 1 || ch.executions[1].State.InFlight[0].Step != 1 {
+			t.Fatalf("%s: the second execution does not carry step 1", id)
+		}
+		return res, ch
+	}
+	status := func(env *testsuite.TestWorkflowEnvironment, id string) Status {
+		v, err := env.QueryWorkflowByID(id, QueryStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s Status
+		if err := v.Get(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	var paused, during Status
+	res, _ := signalled("csig-pause", func(env *testsuite.TestWorkflowEnvironment) {
+		if err := env.SignalWorkflowByID("csig-pause", SignalPause, nil); err != nil {
+			t.Error(err)
+		}
+		env.RegisterDelayedCallback(func() { during = status(env, "csig-pause") }, 0)
+		env.RegisterDelayedCallback(func() { paused = status(env, "csig-pause") }, 30*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			if err := env.SignalWorkflowByID("csig-pause", SignalResume, nil); err != nil {
+				t.Error(err)
+			}
+		}, time.Hour)
+	})
+	t.Logf("pause as step 2 generates: in flight %v; paused %s at step %d (checkpoint %d), resumed run ends at %s",
+		during.InFlight, paused.State, paused.Step, paused.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if paused.State != StatePaused || paused.Step != 3 || paused.Checkpoint != ck3 || len(paused.InFlight) != 0 {
+		t.Errorf("while paused: %+v, want paused at step 3 with checkpoint %+v, nothing in flight", paused, ck3)
+	}
+	if res.Steps != cfg.Steps || res.Checkpoint != base.Checkpoint {
+		t.Errorf("paused and resumed run %+v, want the unsignalled run's checkpoint %+v", res, base.Checkpoint)
+	}
+
+	res, _ = signalled("csig-stop", func(env *testsuite.TestWorkflowEnvironment) {
+		if err := env.SignalWorkflowByID("csig-stop", SignalStop, nil); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("stopped: %d steps, checkpoint %d %s", res.Steps, res.Checkpoint.Version, short(res.Checkpoint.Hash))
+	if !res.Stopped || res.Steps != 3 || res.Checkpoint != ck3 || res.HeldOut == nil || res.HeldOut.Version != 3 {
+		t.Errorf("stopped run %+v, want 3 steps at checkpoint %+v, evaluated", res, ck3)
+	}
+
+	var prev float64
+	var uerr error
+	res, _ = signalled("csig-fraction", func(env *testsuite.TestWorkflowEnvironment) {
+		err := env.UpdateWorkflowByID("csig-fraction", UpdateSetAnchorFraction, "f1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { uerr = err },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					uerr = err
+					return
+				}
+				prev, _ = v.(float64)
+			}}, 0.75)
+		if err != nil {
+			uerr = err
+		}
+	})
+	if uerr != nil || prev != cfg.Anchors.Fraction || res.Steps != cfg.Steps {
+		t.Fatalf("set-anchor-fraction: previous %v, %v; result %+v", prev, uerr, res)
+	}
+	for _, r := range stepMetrics(t, st, "csig-fraction", cfg.Steps) {
+		want := cfg.Anchors.Fraction
+		if r.Step >= 3 {
+			want = 0.75
+		}
+		t.Logf("step %d: anchor fraction %v, %d anchor groups", r.Step, r.Metrics.AnchorFraction, r.Metrics.AnchorGroups)
+		if r.Metrics.AnchorFraction != want {
+			t.Errorf("step %d: anchor fraction %v, want %v", r.Step, r.Metrics.AnchorFraction, want)
+		}
 	}
 }
