@@ -291,7 +291,8 @@ func TestIntegrationPipelineCarry(t *testing.T) {
 // rests at checkpoint 3 with nothing in flight and, resumed an hour later,
 // the run ends at the unsignalled run's checkpoint; a stop ends the run
 // after step 2 at the unsignalled run's checkpoint 3; a new anchor fraction
-// applies from step 3, the first step not started.
+// applies from step 3, the first step not started, as the reply of
+// set-anchor-fraction-from says.
 func TestRealPipelineCarrySignals(t *testing.T) {
 	st := testenv.FreshStore(t)
 	cfg := pipelineConfig(t, 1)
@@ -368,24 +369,26 @@ func TestRealPipelineCarrySignals(t *testing.T) {
 		t.Errorf("stopped run %+v, want 3 steps at checkpoint %+v, evaluated", res, ck3)
 	}
 
-	var prev float64
+	var change FractionChange
 	var uerr error
 	res, _ = signalled("csig-fraction", func(env *testsuite.TestWorkflowEnvironment) {
-		err := env.UpdateWorkflowByID("csig-fraction", UpdateSetAnchorFraction, "f1", &testsuite.TestUpdateCallback{
+		err := env.UpdateWorkflowByID("csig-fraction", UpdateSetAnchorFractionFrom, "f1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { uerr = err },
 			OnComplete: func(v any, err error) {
 				if err != nil {
 					uerr = err
 					return
 				}
-				prev, _ = v.(float64)
+				change, _ = v.(FractionChange)
 			}}, 0.75)
 		if err != nil {
 			uerr = err
 		}
 	})
-	if uerr != nil || prev != cfg.Anchors.Fraction || res.Steps != cfg.Steps {
-		t.Fatalf("set-anchor-fraction: previous %v, %v; result %+v", prev, uerr, res)
+	t.Logf("set-anchor-fraction-from 0.75: %+v", change)
+	if uerr != nil || change.Previous != cfg.Anchors.Fraction || change.FromStep != 3 || res.Steps != cfg.Steps {
+		t.Fatalf("set-anchor-fraction-from: %+v, %v (want previous %v from step 3); result %+v", change, uerr,
+			cfg.Anchors.Fraction, res)
 	}
 	for _, r := range stepMetrics(t, st, "csig-fraction", cfg.Steps) {
 		want := cfg.Anchors.Fraction

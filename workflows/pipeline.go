@@ -99,6 +99,7 @@ func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
 		r.logger.Info("carried steps", "in_flight", r.inFlight)
 	}
 	st.InFlight = nil
+	r.next = next
 	// A new run plans its first d+1 steps with its initial values; a
 	// continued execution has them from the one before.
 	for t := next; t <= st.Step+d && t < cfg.Steps; t++ {
@@ -128,6 +129,7 @@ func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
 			inFlight[next] = f
 			r.inFlight = append(r.inFlight, next)
 			next++
+			r.next = next
 			started++
 		}
 		if canDue && r.carry {

@@ -23,7 +23,20 @@ const (
 	SignalResume            = "resume"
 	SignalStop              = "stop"
 	UpdateSetAnchorFraction = "set-anchor-fraction"
+	// UpdateSetAnchorFractionFrom is set-anchor-fraction answering with a
+	// FractionChange (the previous fraction and the first step the new one
+	// applies to); set-anchor-fraction keeps its reply, the previous
+	// fraction, for the clients that decode it.
+	UpdateSetAnchorFractionFrom = "set-anchor-fraction-from"
 )
+
+// FractionChange is the reply of UpdateSetAnchorFractionFrom.
+type FractionChange struct {
+	Previous float64 `json:"previous"`
+	// FromStep is the first step that starts with the new fraction: the
+	// first step not started yet.
+	FromStep int `json:"from_step"`
+}
 
 // Run states reported by the status query.
 const (
@@ -204,8 +217,12 @@ type runFlow struct {
 	ui bool
 	// pipelined is changeAsyncPipeline: pipeline.max_off_policy > 0.
 	pipelined bool
-	// inFlight are a pipelined run's steps in flight, ascending.
+	// inFlight are a pipelined run's steps in flight, ascending, and next
+	// the first step it has not started; stepping is true while a
+	// sequential run's step child runs.
 	inFlight []int
+	next     int
+	stepping bool
 	// carry is changePipelineCarry: continue-as-new carries the steps in
 	// flight; flights are they, by step (pipeline.go), and reportCh their
 	// reports (signal SignalStepReport).
@@ -307,21 +324,30 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 	if err != nil {
 		return fmt.Errorf("set query handler: %w", err)
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
-		func(ctx workflow.Context, f float64) (float64, error) {
-			prev := st.AnchorFraction
-			st.AnchorFraction = f
-			if r.pipelined {
-				// From the first step not started yet on.
-				for i := range st.Planned {
-					st.Planned[i].AnchorFraction = f
-				}
+	set := func(f float64) FractionChange {
+		c := FractionChange{Previous: st.AnchorFraction, FromStep: st.Step}
+		st.AnchorFraction = f
+		if r.pipelined {
+			// From the first step not started yet on.
+			for i := range st.Planned {
+				st.Planned[i].AnchorFraction = f
 			}
-			return prev, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
-			return validateFraction(cfg, f)
-		}})
+			c.FromStep = r.next
+		} else if r.stepping {
+			c.FromStep = st.Step + 1
+		}
+		return c
+	}
+	validator := workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
+		return validateFraction(cfg, f)
+	}}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
+		func(ctx workflow.Context, f float64) (float64, error) { return set(f).Previous, nil }, validator)
+	if err != nil {
+		return fmt.Errorf("set update handler: %w", err)
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFractionFrom,
+		func(ctx workflow.Context, f float64) (FractionChange, error) { return set(f), nil }, validator)
 	if err != nil {
 		return fmt.Errorf("set update handler: %w", err)
 	}
@@ -478,6 +504,8 @@ func (r *runFlow) step(ctx workflow.Context) error {
 		co.StaticSummary, co.StaticDetails = stepSummary(sin), stepDetails(sin)
 	}
 	cctx := workflow.WithChildOptions(ctx, co)
+	r.stepping = true
+	defer func() { r.stepping = false }()
 	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
 		// Record the failure for `wmrl list`; the run can be resumed
 		// from its last completed step.
