@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -399,5 +401,54 @@ func TestRealPipelineCarrySignals(t *testing.T) {
 		if r.Metrics.AnchorFraction != want {
 			t.Errorf("step %d: anchor fraction %v, want %v", r.Step, r.Metrics.AnchorFraction, want)
 		}
+	}
+}
+
+// TestRealPipelineCarryFailure: d = 2, step 1's Update fails (a
+// non-retryable error): the run fails, and step 2, in flight and waiting
+// for step 1's outcome, started with the parent close policy abandon, is
+// cancelled by the failing run instead of outliving it.
+func TestRealPipelineCarryFailure(t *testing.T) {
+	st := testenv.FreshStore(t)
+	cfg := pipelineConfig(t, 2)
+	cfg.Steps, cfg.ContinueAsNewEvery = 5, 10
+	a := realActivities(t, st, &testenv.InProcess{}, t.TempDir())
+	var s testsuite.WorkflowTestSuite
+	env := newEnv(t, &s)
+	env.SetTestTimeout(2 * time.Minute)
+	activities.Register(env, a)
+	env.RegisterActivityWithOptions(func(ctx context.Context, req activities.UpdateRequest) (activities.UpdateResponse, error) {
+		if req.Step == 1 {
+			return activities.UpdateResponse{}, temporal.NewNonRetryableApplicationError("injected", "injected", nil)
+		}
+		return a.Update(ctx, req)
+	}, activity.RegisterOptions{Name: activities.NameUpdate})
+	var mu sync.Mutex
+	ended := map[int]error{}
+	env.SetOnChildWorkflowCompletedListener(func(info *workflow.Info, _ converter.EncodedValue, err error) {
+		var si int
+		if _, serr := fmt.Sscanf(info.WorkflowExecution.ID, "carry-fail/step-%d", &si); serr != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ended[si] = err
+	})
+	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "carry-fail", Config: cfg})
+	err := env.GetWorkflowError()
+	t.Logf("run: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("run error %v, want step 1's injected failure", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for s := range 3 {
+		t.Logf("step %d ended: %v", s, ended[s])
+	}
+	if _, ok := ended[2]; !ok || !temporal.IsCanceledError(ended[2]) {
+		t.Errorf("step 2 ended with %v, want cancelled by the failing run", ended[2])
+	}
+	if e, ok := ended[0]; !ok || e != nil {
+		t.Errorf("step 0 ended with %v (%v), want completed", e, ok)
 	}
 }

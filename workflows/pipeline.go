@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -62,19 +63,47 @@ type flight struct {
 // ended reports whether the step's outcome is known.
 func (f *flight) ended() bool { return f.report != nil || f.done }
 
-// outcome is the step's result, from its report or its child's future.
+// outcome is the step's result, from its report or its child's future; a
+// failure is the child's error (with its type) when this execution started
+// it.
 func (f *flight) outcome() (StepResult, error) {
+	if f.done && f.err != nil {
+		return StepResult{}, f.err
+	}
 	if rep := f.report; rep != nil {
 		if rep.Error != "" || rep.Result == nil {
-			return StepResult{}, fmt.Errorf("step %d reported: %s", rep.Step, rep.Error)
+			return StepResult{}, fmt.Errorf("reported: %s", rep.Error)
 		}
 		return *rep.Result, nil
 	}
 	return f.res, f.err
 }
 
-// pipelineLoop is loop for a pipelined run.
+// pipelineLoop is loop for a pipelined run. Under changePipelineCarry the
+// step children outlive the run's execution (abandon), so a run that fails
+// asks the steps still in flight to cancel: none outlives it.
 func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
+	res, err := r.pipelineSteps(ctx)
+	var can *workflow.ContinueAsNewError
+	if err != nil && r.carry && !errors.As(err, &can) {
+		if ctx.Err() != nil {
+			ctx, _ = workflow.NewDisconnectedContext(ctx)
+		}
+		for _, t := range r.inFlight {
+			f := r.flights[t]
+			if f.ended() {
+				continue
+			}
+			if cerr := workflow.RequestCancelExternalWorkflow(ctx, StepWorkflowID(r.in.RunID, t), "").Get(ctx, nil); cerr != nil {
+				r.logger.Warn("cancel step in flight", "step", t, "error", cerr)
+			}
+		}
+	}
+	return res, err
+}
+
+// pipelineSteps runs a pipelined run's steps.
+func (r *runFlow) pipelineSteps(ctx workflow.Context) (RunResult, error) {
 	st, cfg := r.st, r.cfg
 	d := cfg.Pipeline.OffPolicy()
 	if len(st.Recent) == 0 {
@@ -157,6 +186,12 @@ func (r *runFlow) pipelineLoop(ctx workflow.Context) (RunResult, error) {
 		}
 		if !f.ended() {
 			continue // a resume: start what may start
+		}
+		if rep := f.report; rep != nil && rep.Error != "" && f.fut != nil {
+			// A failure of a child this execution started: its error.
+			if err := f.fut.Get(ctx, nil); err != nil {
+				f.done, f.err = true, err
+			}
 		}
 		delete(inFlight, st.Step)
 		r.inFlight = slices.DeleteFunc(r.inFlight, func(t int) bool { return t == st.Step })

@@ -260,7 +260,19 @@ func (s *stepRun) awaitPrevious(ctx workflow.Context) error {
 	ch := workflow.GetSignalChannel(ctx, SignalPreviousStep)
 	for {
 		var p PreviousStep
-		ch.Receive(ctx, &p)
+		if s.in.Report {
+			// A step that may outlive the run's execution also ends
+			// when the run asks it to cancel (a run that fails).
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &p) })
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			sel.Select(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("step %d: waiting for step %d: %w", s.in.Step, s.in.Step-1, err)
+			}
+		} else {
+			ch.Receive(ctx, &p)
+		}
 		if p.Step != s.in.Step-1 {
 			s.logger.Warn("previous step signal for another step ignored", "step", p.Step)
 			continue
