@@ -360,6 +360,10 @@ func testControl(t *testing.T, e *itEnv) {
 	if !acc.Accepted || acc.Previous == nil || *acc.Previous != 0.25 || acc.Fraction != 0.5 {
 		t.Errorf("accepted %+v", acc)
 	}
+	// Paused between steps: the fraction applies from the next step.
+	if acc.FromStep == nil || *acc.FromStep != s.Step {
+		t.Errorf("accepted %+v: from step %v, want %d", acc, acc.FromStep, s.Step)
+	}
 	if s := e.status(t, name); s.AnchorFraction != 0.5 {
 		t.Errorf("anchor fraction after the update: %v", s.AnchorFraction)
 	}

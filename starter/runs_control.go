@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,6 +98,9 @@ type fractionReport struct {
 	// validator's reason for a rejected one.
 	Previous *float64 `json:"previous,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
+	// FromStep is the first step the new fraction applies to, when the
+	// run says (workers with the update set-anchor-fraction-from).
+	FromStep *int `json:"from_step,omitempty"`
 }
 
 // errRejected marks a change the run's validator refused.
@@ -107,11 +111,14 @@ func newSetAnchorFractionCmd(cf *connFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set-anchor-fraction RUN F [--json]",
 		Short: "Change the anchor fraction of a running run",
-		Long: `set-anchor-fraction sends the update "set-anchor-fraction" to a running run: from
-its next step on, max(anchors.min, round(F*groups)) groups per step are anchors.
-The run validates F first (a fraction in [0,1], in a mode with anchor groups);
-a rejected value changes nothing and its reason is printed. The command waits
-until the run has applied the change and prints the previous fraction.`,
+		Long: `set-anchor-fraction sends the update "set-anchor-fraction-from" to a running run:
+from the first step it has not started on, max(anchors.min, round(F*groups))
+groups per step are anchors. The run validates F first (a fraction in [0,1], in a
+mode with anchor groups); a rejected value changes nothing and its reason is
+printed. The command waits until the run has applied the change and prints the
+previous fraction and the step the new one applies from (from_step in --json). A
+run on workers that predate that update gets "set-anchor-fraction", which
+answers the previous fraction only.`,
 		// Parsed here, so that a negative F reaches the command.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -149,7 +156,11 @@ until the run has applied the change and prints the previous fraction.`,
 					return werr
 				}
 			} else if err == nil {
-				if _, werr := fmt.Fprintf(out, "run %s: anchor fraction %.4g -> %.4g from the next step\n", run, *rep.Previous, f); werr != nil {
+				from := "the next step"
+				if rep.FromStep != nil {
+					from = fmt.Sprintf("step %d", *rep.FromStep)
+				}
+				if _, werr := fmt.Fprintf(out, "run %s: anchor fraction %.4g -> %.4g from %s\n", run, *rep.Previous, f, from); werr != nil {
 					return werr
 				}
 			}
@@ -173,15 +184,28 @@ func setAnchorFraction(ctx context.Context, tc client.Client, run string, f floa
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   run,
-		UpdateName:   workflows.UpdateSetAnchorFraction,
-		Args:         []any{f},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	var prev float64
-	if err == nil {
-		err = h.Get(ctx, &prev)
+	update := func(name string, reply any) error {
+		h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID:   run,
+			UpdateName:   name,
+			Args:         []any{f},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err == nil {
+			err = h.Get(ctx, reply)
+		}
+		return err
+	}
+	// The update that also says from which step the fraction applies; a
+	// run on workers without it refuses it as unknown, changing nothing,
+	// and gets set-anchor-fraction, which answers the previous fraction.
+	var change workflows.FractionChange
+	err := update(workflows.UpdateSetAnchorFractionFrom, &change)
+	prev := change.Previous
+	if reason, ok := rejection(err); ok && strings.HasPrefix(reason, "unknown update "+workflows.UpdateSetAnchorFractionFrom) {
+		err = update(workflows.UpdateSetAnchorFraction, &prev)
+	} else if err == nil {
+		rep.FromStep = &change.FromStep
 	}
 	if err != nil {
 		reason, ok := rejection(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/wmrl/wmrl/internal/store"
+	"github.com/wmrl/wmrl/workflows"
 )
 
 // terminateReport is wmrl terminate --json.
@@ -127,9 +129,9 @@ func terminateRun(ctx context.Context, tc client.Client, st *store.Store, run, r
 			return rep, err
 		}
 		rep.Terminated = append(rep.Terminated, run)
-		// The step child ends with its parent (parent close policy
-		// terminate); end it explicitly too, so that no step outlives
-		// the run whatever its policy.
+		// A sequential run's step child ends with its parent (parent
+		// close policy terminate), a pipelined run's do not (abandon):
+		// end them explicitly, so that no step outlives the run.
 		for _, ch := range d.GetPendingChildren() {
 			id := ch.GetWorkflowId()
 			err := terminateWorkflow(ctx, tc, id, reason)
@@ -138,6 +140,38 @@ func terminateRun(ctx context.Context, tc client.Client, st *store.Store, run, r
 			}
 			if err != nil {
 				return rep, fmt.Errorf("run %s terminated, but not its step: %w", run, err)
+			}
+			rep.Terminated = append(rep.Terminated, id)
+		}
+		// A pipelined run's steps carried across continue-as-new were
+		// started by an earlier execution (parent close policy abandon):
+		// they are not its pending children. End every step the store
+		// has as running that Temporal still runs.
+		steps, err := st.Steps(ctx, run)
+		if err != nil {
+			return rep, fmt.Errorf("run %s terminated; its steps: %w", run, err)
+		}
+		for _, s := range steps {
+			id := workflows.StepWorkflowID(run, s.Step)
+			if s.Status != store.StepRunning || slices.Contains(rep.Terminated, id) {
+				continue
+			}
+			sd, err := tc.DescribeWorkflowExecution(ctx, id, "")
+			if errors.As(err, &nf) {
+				continue
+			}
+			if err != nil {
+				return rep, fmt.Errorf("run %s terminated; describe its step %d: %w", run, s.Step, err)
+			}
+			if workflowState(sd.GetWorkflowExecutionInfo().GetStatus()) != wfRunning {
+				continue
+			}
+			err = terminateWorkflow(ctx, tc, id, reason)
+			if errors.As(err, &nf) {
+				continue
+			}
+			if err != nil {
+				return rep, fmt.Errorf("run %s terminated, but not its step %d: %w", run, s.Step, err)
 			}
 			rep.Terminated = append(rep.Terminated, id)
 		}

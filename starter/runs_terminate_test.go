@@ -50,9 +50,14 @@ type fakeTemporal struct {
 	// started records ExecuteWorkflow's inputs; startErr fails it.
 	started  []workflows.RunInput
 	startErr error
+	// others are the states of other workflows (steps) by id.
+	others map[string]enums.WorkflowExecutionStatus
 }
 
 func (f *fakeTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if s, ok := f.others[id]; ok {
+		return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: s}}, nil
+	}
 	if id != f.run || f.status == enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
 		return nil, serviceerror.NewNotFound("workflow not found")
 	}
@@ -136,5 +141,41 @@ func TestTerminateRun(t *testing.T) {
 	}
 	if r, err := st.Run(ctx, "done"); err != nil || r.State != store.RunCompleted || r.Termination != nil {
 		t.Errorf("completed run after a refused terminate: %+v %v", r, err)
+	}
+}
+
+// TestTerminateRunCarriedSteps: a pipelined run whose running steps were
+// started by an earlier execution (carried across continue-as-new, parent
+// close policy abandon) are not its pending children: terminate ends every
+// step the store has as running that Temporal still runs, and leaves the
+// completed ones.
+func TestTerminateRunCarriedSteps(t *testing.T) {
+	st := testenv.FreshStore(t)
+	ctx := t.Context()
+	err := st.UpsertRun(ctx, store.Run{ID: "carry", Name: "carry", Mode: mode.WMRL, Config: json.RawMessage(`{}`), Steps: 6,
+		State: store.RunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range 4 {
+		if err := st.StartStep(ctx, "carry", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.FinishStep(ctx, "carry", 0, store.StepCompleted, store.Step{}.Metrics); err != nil {
+		t.Fatal(err)
+	}
+	tc := &fakeTemporal{run: "carry", status: enums.WORKFLOW_EXECUTION_STATUS_RUNNING, children: []string{"carry/step-3"},
+		others: map[string]enums.WorkflowExecutionStatus{
+			"carry/step-1": enums.WORKFLOW_EXECUTION_STATUS_RUNNING,   // carried
+			"carry/step-2": enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, // ended, its row not written yet
+		}}
+	rep, err := terminateRun(ctx, tc, st, "carry", "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"carry", "carry/step-3", "carry/step-1"}
+	if strings.Join(rep.Terminated, ",") != strings.Join(want, ",") || strings.Join(tc.terminated, ",") != strings.Join(want, ",") {
+		t.Errorf("terminated %v (report %v), want %v", tc.terminated, rep.Terminated, want)
 	}
 }

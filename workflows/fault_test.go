@@ -60,6 +60,23 @@ func TestFaultWorkerKilledPipeline(t *testing.T) {
 	faultWorkerKilled(t, cfg, 2)
 }
 
+// TestFaultWorkerKilledPipelineCarry is TestFaultWorkerKilledPipeline with
+// continue-as-new every 2 steps (changePipelineCarry): the worker is killed
+// once step 2 is scored, in the execution that carries step 1.
+//
+//	WMRL_FAULT_TEST=1 TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run TestFaultWorkerKilledPipelineCarry -v ./workflows
+func TestFaultWorkerKilledPipelineCarry(t *testing.T) {
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
+	}
+	cfg := tiny(t, mode.WMRL)
+	cfg.SuiteSeed = suite.DefaultSeed
+	cfg.Steps, cfg.ContinueAsNewEvery = 4, 2
+	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
+	cfg.Pipeline.MaxOffPolicy = 1
+	faultWorkerKilled(t, cfg, 2)
+}
+
 // faultWorkerKilled runs cfg once uninterrupted and once with the worker
 // killed (SIGKILL) once step at is generated and scored, then restarted,
 // and checks both end at the same checkpoint with the same rows.

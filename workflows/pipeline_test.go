@@ -50,8 +50,8 @@ func stepMetrics(t *testing.T, st *store.Store, run string, steps int) []store.S
 
 // TestRealRunPipeline runs the tiny preset with d = 1 through the test
 // environment with the real activities: twice with continue-as-new every 2
-// steps and once every 10 (so the steps in flight drain at different
-// places), each ending at the same checkpoint, which is not the sequential
+// steps and once every 10 (so the steps in flight are carried across
+// continue-as-new at different places, changePipelineCarry), each ending at the same checkpoint, which is not the sequential
 // run's; every step after the first reports an importance ratio and
 // step 0, sampled from its own checkpoint, none.
 func TestRealRunPipeline(t *testing.T) {

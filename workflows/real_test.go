@@ -47,6 +47,12 @@ func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, i
 // environment (nil: none), e.g. a GetVersion mock.
 func runToEndWith(t *testing.T, a *activities.Activities, in RunInput, setup func(*testsuite.TestWorkflowEnvironment)) (RunResult, int) {
 	t.Helper()
+	if in.Config.Pipeline.OffPolicy() > 0 {
+		// Pipelined runs carry their steps in flight across
+		// continue-as-new: one environment (runChained).
+		res, ch := runChained(t, a, in, setup)
+		return res, len(ch.executions)
+	}
 	var s testsuite.WorkflowTestSuite
 	for seg := 1; seg <= 20; seg++ {
 		env := newEnv(t, &s)

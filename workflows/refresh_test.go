@@ -47,6 +47,16 @@ func refreshConfig(t *testing.T) runconfig.Config {
 func runWith(t *testing.T, a *activities.Activities, in RunInput,
 	refresh func(context.Context, activities.RefreshRequest) (activities.RefreshResponse, error)) RunResult {
 	t.Helper()
+	if in.Config.Pipeline.OffPolicy() > 0 {
+		// Pipelined runs carry their steps in flight across
+		// continue-as-new: one environment (runChained).
+		res, _ := runChained(t, a, in, func(env *testsuite.TestWorkflowEnvironment) {
+			if refresh != nil {
+				env.RegisterActivityWithOptions(refresh, activity.RegisterOptions{Name: activities.NameRefreshWorldModel})
+			}
+		})
+		return res
+	}
 	var s testsuite.WorkflowTestSuite
 	for seg := 1; seg <= 20; seg++ {
 		env := newEnv(t, &s)

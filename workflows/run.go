@@ -23,7 +23,20 @@ const (
 	SignalResume            = "resume"
 	SignalStop              = "stop"
 	UpdateSetAnchorFraction = "set-anchor-fraction"
+	// UpdateSetAnchorFractionFrom is set-anchor-fraction answering with a
+	// FractionChange (the previous fraction and the first step the new one
+	// applies to); set-anchor-fraction keeps its reply, the previous
+	// fraction, for the clients that decode it.
+	UpdateSetAnchorFractionFrom = "set-anchor-fraction-from"
 )
+
+// FractionChange is the reply of UpdateSetAnchorFractionFrom.
+type FractionChange struct {
+	Previous float64 `json:"previous"`
+	// FromStep is the first step that starts with the new fraction: the
+	// first step not started yet.
+	FromStep int `json:"from_step"`
+}
 
 // Run states reported by the status query.
 const (
@@ -74,6 +87,25 @@ type RunState struct {
 	// Both are absent in sequential runs.
 	Planned []PlannedStep              `json:"planned,omitempty"`
 	Recent  []activities.CheckpointRef `json:"recent,omitempty"`
+	// InFlight (changePipelineCarry) are the steps Step, Step+1, ...
+	// started and not folded yet when the run continued as new; the next
+	// execution folds them. Absent otherwise.
+	InFlight []CarriedStep `json:"in_flight,omitempty"`
+}
+
+// CarriedStep is a pipelined step in flight across continue-as-new
+// (changePipelineCarry): what it started with and what the run has handed
+// it or received from it so far.
+type CarriedStep struct {
+	Step           int                       `json:"step"`
+	Sampler        activities.CheckpointRef  `json:"sampler"`
+	AnchorFraction float64                   `json:"anchor_fraction"`
+	WorldModel     *activities.WorldModelRef `json:"world_model,omitempty"`
+	// Delivered: step Step−1's checkpoint and denoiser state were given
+	// to it (in its input or by signal SignalPreviousStep).
+	Delivered bool `json:"delivered,omitempty"`
+	// Report is the step's report, received and not folded yet.
+	Report *StepReport `json:"report,omitempty"`
 }
 
 // PlannedStep is what a pipelined step not started yet will start with.
@@ -160,6 +192,9 @@ func TrainingRun(ctx workflow.Context, in RunInput) (RunResult, error) {
 				"is not built yet: its first steps sample from checkpoints the resumed run does not copy", d, in.ResumeFrom))
 		}
 		r.pipelined = true
+		// Only pipelined runs ask (after changeAsyncPipeline), so no
+		// sequential history meets it.
+		r.carry = workflow.GetVersion(ctx, changePipelineCarry, workflow.DefaultVersion, 1) >= 1
 	}
 	if err := r.setup(ctx); err != nil {
 		return RunResult{}, err
@@ -182,8 +217,18 @@ type runFlow struct {
 	ui bool
 	// pipelined is changeAsyncPipeline: pipeline.max_off_policy > 0.
 	pipelined bool
-	// inFlight are a pipelined run's steps in flight, ascending.
+	// inFlight are a pipelined run's steps in flight, ascending, and next
+	// the first step it has not started; stepping is true while a
+	// sequential run's step child runs.
 	inFlight []int
+	next     int
+	stepping bool
+	// carry is changePipelineCarry: continue-as-new carries the steps in
+	// flight; flights are they, by step (pipeline.go), and reportCh their
+	// reports (signal SignalStepReport).
+	carry    bool
+	flights  map[int]*flight
+	reportCh workflow.ReceiveChannel
 
 	pauseCh, resumeCh, stopCh workflow.ReceiveChannel
 }
@@ -279,21 +324,30 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 	if err != nil {
 		return fmt.Errorf("set query handler: %w", err)
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
-		func(ctx workflow.Context, f float64) (float64, error) {
-			prev := st.AnchorFraction
-			st.AnchorFraction = f
-			if r.pipelined {
-				// From the first step not started yet on.
-				for i := range st.Planned {
-					st.Planned[i].AnchorFraction = f
-				}
+	set := func(f float64) FractionChange {
+		c := FractionChange{Previous: st.AnchorFraction, FromStep: st.Step}
+		st.AnchorFraction = f
+		if r.pipelined {
+			// From the first step not started yet on.
+			for i := range st.Planned {
+				st.Planned[i].AnchorFraction = f
 			}
-			return prev, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
-			return validateFraction(cfg, f)
-		}})
+			c.FromStep = r.next
+		} else if r.stepping {
+			c.FromStep = st.Step + 1
+		}
+		return c
+	}
+	validator := workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, f float64) error {
+		return validateFraction(cfg, f)
+	}}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFraction,
+		func(ctx workflow.Context, f float64) (float64, error) { return set(f).Previous, nil }, validator)
+	if err != nil {
+		return fmt.Errorf("set update handler: %w", err)
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, UpdateSetAnchorFractionFrom,
+		func(ctx workflow.Context, f float64) (FractionChange, error) { return set(f), nil }, validator)
 	if err != nil {
 		return fmt.Errorf("set update handler: %w", err)
 	}
@@ -311,6 +365,17 @@ func (r *runFlow) handlers(ctx workflow.Context) error {
 	listen(r.pauseCh, func() { st.Paused = true })
 	listen(r.resumeCh, func() { st.Paused = false })
 	listen(r.stopCh, func() { st.Stopping = true })
+	if r.carry {
+		r.flights = map[int]*flight{}
+		r.reportCh = workflow.GetSignalChannel(ctx, SignalStepReport)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				var rep StepReport
+				r.reportCh.Receive(ctx, &rep)
+				r.applyReport(rep)
+			}
+		})
+	}
 	return nil
 }
 
@@ -389,7 +454,17 @@ func (r *runFlow) continueAsNew(ctx workflow.Context) error {
 	drain(r.pauseCh, func() { st.Paused = true })
 	drain(r.resumeCh, func() { st.Paused = false })
 	drain(r.stopCh, func() { st.Stopping = true })
-	r.logger.Info("continue as new", "step", st.Step)
+	if r.carry {
+		for {
+			var rep StepReport
+			if !r.reportCh.ReceiveAsync(&rep) {
+				break
+			}
+			r.applyReport(rep)
+		}
+		st.InFlight = r.carried()
+	}
+	r.logger.Info("continue as new", "step", st.Step, "in_flight", len(st.InFlight))
 	return workflow.NewContinueAsNewError(ctx, TrainingRun, RunInput{RunID: r.in.RunID, Config: r.cfg, State: st})
 }
 
@@ -429,6 +504,8 @@ func (r *runFlow) step(ctx workflow.Context) error {
 		co.StaticSummary, co.StaticDetails = stepSummary(sin), stepDetails(sin)
 	}
 	cctx := workflow.WithChildOptions(ctx, co)
+	r.stepping = true
+	defer func() { r.stepping = false }()
 	if err := workflow.ExecuteChildWorkflow(cctx, TrainingStep, sin).Get(ctx, &res); err != nil {
 		// Record the failure for `wmrl list`; the run can be resumed
 		// from its last completed step.

@@ -43,6 +43,25 @@ type StepInput struct {
 	// by signal SignalPreviousStep once step s−1 is done, before
 	// CalibrateAndFuse.
 	AwaitPrevious bool `json:"await_previous,omitempty"`
+	// Report (with Sampler, changePipelineCarry) is true when the run
+	// started the step with the parent close policy abandon, so that it
+	// may outlive the run's execution across continue-as-new: before it
+	// returns, the step reports its result, or its failure, by signal
+	// SignalStepReport to its parent's workflow ID, which reaches whichever
+	// execution of the run is current.
+	Report bool `json:"report,omitempty"`
+}
+
+// SignalStepReport carries a pipelined step's StepReport to the run
+// (StepInput.Report).
+const SignalStepReport = "step-report"
+
+// StepReport is what a step started with StepInput.Report sends to the run
+// as it ends: its result, or the error it failed with.
+type StepReport struct {
+	Step   int         `json:"step"`
+	Result *StepResult `json:"result,omitempty"`
+	Error  string      `json:"error,omitempty"`
 }
 
 // SignalPreviousStep delivers step s−1's outcome to step s of a pipelined
@@ -140,13 +159,40 @@ func TrainingStep(ctx workflow.Context, in StepInput) (StepResult, error) {
 	s.begin(ctx, &st.Step)
 	for _, stage := range stages {
 		if err := stage(ctx); err != nil {
+			s.report(ctx, err)
 			return s.res, err
 		}
 	}
 	if s.ui {
 		workflow.SetCurrentDetails(ctx, stepLine(in.Step, s.res))
 	}
+	s.report(ctx, nil)
 	return s.res, nil
+}
+
+// report sends, for a step started with StepInput.Report, its result (err
+// nil) or its failure to the run's workflow ID (its parent's: the
+// execution that started it, or the one it continued as). A run that has
+// ended no longer listens: the step's rows are recorded all the same, so
+// the error is only logged.
+func (s *stepRun) report(ctx workflow.Context, err error) {
+	if !s.in.Report {
+		return
+	}
+	rep := StepReport{Step: s.in.Step}
+	if err != nil {
+		rep.Error = err.Error()
+	} else {
+		res := s.res
+		rep.Result = &res
+	}
+	run := s.in.RunID
+	if p := workflow.GetInfo(ctx).ParentWorkflowExecution; p != nil && p.ID != "" {
+		run = p.ID
+	}
+	if serr := workflow.SignalExternalWorkflow(ctx, run, "", SignalStepReport, rep).Get(ctx, nil); serr != nil {
+		s.logger.Warn("step report not delivered", "run", run, "error", serr)
+	}
 }
 
 // stepRun is one TrainingStep's state, shared by its stages.
@@ -214,7 +260,19 @@ func (s *stepRun) awaitPrevious(ctx workflow.Context) error {
 	ch := workflow.GetSignalChannel(ctx, SignalPreviousStep)
 	for {
 		var p PreviousStep
-		ch.Receive(ctx, &p)
+		if s.in.Report {
+			// A step that may outlive the run's execution also ends
+			// when the run asks it to cancel (a run that fails).
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &p) })
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+			sel.Select(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("step %d: waiting for step %d: %w", s.in.Step, s.in.Step-1, err)
+			}
+		} else {
+			ch.Receive(ctx, &p)
+		}
 		if p.Step != s.in.Step-1 {
 			s.logger.Warn("previous step signal for another step ignored", "step", p.Step)
 			continue

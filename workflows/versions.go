@@ -149,4 +149,17 @@ const (
 	// FinishStep's metrics: the training is the same. Recorded:
 	// testdata/v8_turns_*.json (TestIntegrationTurns).
 	changeUnexecutedTurns = "unexecuted-turns"
+	// changePipelineCarry (version 1, asked only in runs with
+	// pipeline.max_off_policy d > 0, with changeAsyncPipeline): the run's
+	// continue-as-new carries the steps in flight instead of draining them
+	// (pipeline.go). Step children start with the parent close policy
+	// abandon and StepInput.Report, and report by signal SignalStepReport
+	// to the run's workflow ID; RunState.InFlight carries them (step,
+	// sampler, whether step t−1's outcome was delivered, a report received
+	// and not folded yet), and the next execution folds them in step order
+	// and hands step t−1's outcome to a step it did not start by signalling
+	// its workflow ID. Before it, continue-as-new waited for the steps in
+	// flight to complete. Recorded: testdata/pipe_carry_*.json
+	// (TestIntegrationPipelineCarry).
+	changePipelineCarry = "pipeline-carry"
 )
