@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -474,19 +475,22 @@ func testDetach(t *testing.T, e *itEnv) {
 	name := e.runName(t, "detach")
 	cfg := writeFile(t, "d.yaml", "steps: 40\n")
 	ctx, cancel := context.WithCancel(t.Context())
+	// Interrupt once the command has printed step 0's line (not after a
+	// fixed delay, which a loaded machine can miss).
+	var buf syncBuffer
 	go func() {
-		for {
-			last, ok, err := e.st.LastCompletedStep(t.Context(), name)
-			if err != nil || (ok && last >= 0) {
-				break
-			}
+		for !strings.Contains(buf.String(), "step 0: rho") && ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(300 * time.Millisecond)
 		cancel()
 	}()
-	out, _, err := runCmd(ctx, append([]string{"run", "--preset", "tiny", "--config", cfg, "--name", name, "--poll", "100ms"}, e.flags...)...)
+	root := newRootCmd()
+	root.SetOut(&buf)
+	root.SetErr(io.Discard)
+	root.SetArgs(append([]string{"run", "--preset", "tiny", "--config", cfg, "--name", name, "--poll", "100ms"}, e.flags...))
+	err := root.ExecuteContext(ctx)
 	cancel()
+	out := buf.String()
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
