@@ -37,13 +37,7 @@ func TestStepActiveAnchors(t *testing.T) {
 	in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
 		Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
 	env.ExecuteWorkflow(TrainingStep, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res StepResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[StepResult](t, env)
 	u := make([]float64, cfg.Groups)
 	for g := range u {
 		u[g] = uncertaintyOf(g)
@@ -273,13 +267,7 @@ func TestStepSelectiveScoring(t *testing.T) {
 		in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
 			Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
 		env.ExecuteWorkflow(TrainingStep, in)
-		if err := env.GetWorkflowError(); err != nil {
-			t.Fatal(err)
-		}
-		var res StepResult
-		if err := env.GetWorkflowResult(&res); err != nil {
-			t.Fatal(err)
-		}
+		res := workflowResult[StepResult](t, env)
 		if f.n("AnchorUncertainty") != 1 {
 			t.Errorf("active %v: AnchorUncertainty called %d times", active, f.n("AnchorUncertainty"))
 		}

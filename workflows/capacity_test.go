@@ -45,13 +45,7 @@ func TestAnchorsCappedByGrader(t *testing.T) {
 				}).Maybe()
 			env.ExecuteWorkflow(TrainingStep, StepInput{RunID: "r", Step: 0, Config: cfg, AnchorFraction: 1,
 				Checkpoint: activities.CheckpointRef{Version: 0, Hash: hashOf(0)}})
-			if err := env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			var res StepResult
-			if err := env.GetWorkflowResult(&res); err != nil {
-				t.Fatal(err)
-			}
+			res := workflowResult[StepResult](t, env)
 			if len(res.Anchors) != tt.want || asked != tt.asked {
 				t.Errorf("anchors %v (want %d groups), grader asked %d times (want %d)", res.Anchors, tt.want, asked, tt.asked)
 			}

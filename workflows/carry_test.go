@@ -78,13 +78,7 @@ func runChained(t *testing.T, a *activities.Activities, in RunInput, setup func(
 		setup(env)
 	}
 	env.ExecuteWorkflow(runDriver, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[RunResult](t, env)
 	return res, ch
 }
 

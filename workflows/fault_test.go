@@ -34,11 +34,7 @@ func TestFaultWorkerKilled(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
 	}
-	cfg := tiny(t, mode.WMRL)
-	cfg.SuiteSeed = suite.DefaultSeed
-	cfg.Steps, cfg.ContinueAsNewEvery = 4, 2
-	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
-	faultWorkerKilled(t, cfg, 1)
+	faultWorkerKilled(t, faultConfig(t, 2, 0), 1)
 }
 
 // TestFaultWorkerKilledPipeline is TestFaultWorkerKilled with the
@@ -52,12 +48,7 @@ func TestFaultWorkerKilledPipeline(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
 	}
-	cfg := tiny(t, mode.WMRL)
-	cfg.SuiteSeed = suite.DefaultSeed
-	cfg.Steps, cfg.ContinueAsNewEvery = 4, 10
-	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
-	cfg.Pipeline.MaxOffPolicy = 1
-	faultWorkerKilled(t, cfg, 2)
+	faultWorkerKilled(t, faultConfig(t, 10, 1), 2)
 }
 
 // TestFaultWorkerKilledPipelineCarry is TestFaultWorkerKilledPipeline with
@@ -69,12 +60,19 @@ func TestFaultWorkerKilledPipelineCarry(t *testing.T) {
 	if os.Getenv("WMRL_FAULT_TEST") != "1" {
 		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
 	}
+	faultWorkerKilled(t, faultConfig(t, 2, 1), 2)
+}
+
+// faultConfig is the fault tests' run: the tiny preset in wmrl mode on the
+// default suite, 4 steps, continue-as-new every k, held-out on one task, and
+// pipeline.max_off_policy d.
+func faultConfig(t *testing.T, k, d int) runconfig.Config {
 	cfg := tiny(t, mode.WMRL)
 	cfg.SuiteSeed = suite.DefaultSeed
-	cfg.Steps, cfg.ContinueAsNewEvery = 4, 2
+	cfg.Steps, cfg.ContinueAsNewEvery = 4, k
 	cfg.Eval = runconfig.Eval{Every: 0, Samples: 2, Tasks: 1}
-	cfg.Pipeline.MaxOffPolicy = 1
-	faultWorkerKilled(t, cfg, 2)
+	cfg.Pipeline.MaxOffPolicy = d
+	return cfg
 }
 
 // faultWorkerKilled runs cfg once uninterrupted and once with the worker

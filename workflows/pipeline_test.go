@@ -132,13 +132,7 @@ func runSignalled(t *testing.T, a *activities.Activities, in RunInput, at int,
 		once.Do(func() { signal(env) })
 	})
 	env.ExecuteWorkflow(TrainingRun, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[RunResult](t, env)
 	return res, env
 }
 

@@ -23,13 +23,7 @@ func TestStepRecordsStageTimes(t *testing.T) {
 	cfg := tiny(t, mode.WMRL)
 	env.ExecuteWorkflow(TrainingStep, StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
 		Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res StepResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[StepResult](t, env)
 	st := res.Metrics.Stages
 	for name, sp := range map[string]struct{ start, end time.Time }{
 		"step": {st.Step.Start, st.Step.End}, "generate": {st.Generate.Start, st.Generate.End},

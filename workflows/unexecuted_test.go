@@ -43,13 +43,7 @@ func TestStepCountsUnexecutedTurns(t *testing.T) {
 				t.Fatalf("the tiny preset has %d samples, the test needs 3", n)
 			}
 			env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
-			if err := env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			var res StepResult
-			if err := env.GetWorkflowResult(&res); err != nil {
-				t.Fatal(err)
-			}
+			res := workflowResult[StepResult](t, env)
 			if got := f.n("Execute"); got != G*n*K {
 				t.Fatalf("%d Execute calls, want %d (every real turn)", got, G*n*K)
 			}

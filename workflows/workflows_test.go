@@ -60,13 +60,7 @@ func TestStepModes(t *testing.T) {
 			in := StepInput{RunID: "r", Step: 3, Config: cfg, AnchorFraction: cfg.Anchors.Fraction,
 				Checkpoint: activities.CheckpointRef{Version: 3, Hash: hashOf(3)}}
 			env.ExecuteWorkflow(TrainingStep, in)
-			if err := env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			var res StepResult
-			if err := env.GetWorkflowResult(&res); err != nil {
-				t.Fatal(err)
-			}
+			res := workflowResult[StepResult](t, env)
 			G, n := cfg.Groups, cfg.Samples
 			pc := m.Pieces()
 			want, err := anchors.Select(cfg.Seed, 3, G, cfg.Anchors.Fraction, cfg.Anchors.Min, -1)
@@ -148,13 +142,7 @@ func TestStepWaitsOutOutage(t *testing.T) {
 	f := &fake{failExec: map[int]bool{2: true}, recoverAfter: 3 * n}
 	f.register(env, 0)
 	env.ExecuteWorkflow(TrainingStep, stepInput0(cfg))
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res StepResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[StepResult](t, env)
 	if res.Metrics.Ungraded != 0 || res.Metrics.Executed != cfg.Groups*n {
 		t.Errorf("ungraded %d executed %d, want 0 and %d", res.Metrics.Ungraded, res.Metrics.Executed, cfg.Groups*n)
 	}
@@ -318,19 +306,27 @@ func TestRunStopAfterCurrentStep(t *testing.T) {
 	f.register(env, time.Hour)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalStop, nil) }, 30*time.Minute)
 	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
+	res := workflowResult[RunResult](t, env)
 	if res.Steps != 1 || !res.Stopped || res.Checkpoint.Version != 1 {
 		t.Fatalf("result %+v, want a run stopped after step 0", res)
 	}
 	if f.n("Update") != 1 || f.n("SetRunState:completed") != 1 || f.n("Evaluate") != 2 {
 		t.Fatalf("calls %v", f.calls)
 	}
+}
+
+// workflowResult is the result of the workflow env ran; the test fails if
+// the workflow failed or its result does not decode as T.
+func workflowResult[T any](t *testing.T, env *testsuite.TestWorkflowEnvironment) T {
+	t.Helper()
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res T
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) Status {
