@@ -171,7 +171,14 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	run := a.metricsRun(ctx, req.RunID)
 	a.Metrics.StepCompleted(run, req.Step, req.Metrics.Rho)
 	if g := req.Metrics.Gate; g != nil {
-		a.Metrics.GateDecided(run, g.Open, g.Low)
+		w := 0.0
+		switch {
+		case g.Lambda != nil:
+			w = *g.Lambda
+		case g.Open:
+			w = 1
+		}
+		a.Metrics.GateDecided(run, w, g.Low)
 	}
 	if sc := req.Metrics.Scoring; sc != nil {
 		a.Metrics.ScoringDecided(run, sc.Scored, sc.LeftOut)

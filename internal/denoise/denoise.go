@@ -109,6 +109,12 @@ type Config struct {
 	// field existed, so it is left out of the JSON when 0). The cap acts
 	// as a floor on ρ (EffectiveRho).
 	WMShareMax float64 `json:"wm_share_max,omitempty"`
+	// Estimator is how the fused update combines the two streams:
+	// EstimatorFused ("", the paper's: ρ against 1) or EstimatorDifference
+	// (the anchors' real advantages plus λ times the world-model stream's
+	// difference from its own scores on the anchors; estimator.go). Left
+	// out of the JSON when "", the behaviour before the field existed.
+	Estimator string `json:"estimator,omitempty"`
 }
 
 // EffectiveRho returns rho raised, when cfg.WMShareMax caps it, to the
@@ -139,6 +145,15 @@ func (c Config) Validate() error {
 	}
 	if !finite(c.WMShareMax) || c.WMShareMax < 0 || c.WMShareMax >= 1 {
 		return fielderr.New("wm_share_max", "%v, want 0 (no cap) or a share in (0,1)", c.WMShareMax)
+	}
+	switch c.Estimator {
+	case EstimatorFused, "fused":
+	case EstimatorDifference:
+		if c.SignalWindow == 0 {
+			return fielderr.New("estimator", "%q needs the signal gate's window (signal_window > 0): λ is read from it", c.Estimator)
+		}
+	default:
+		return fielderr.New("estimator", "%q, want %q (the paper's fused weights) or %q", c.Estimator, "fused", EstimatorDifference)
 	}
 	if c.SignalWindow != 0 && (c.SignalWindow < MinSignalGroups || c.SignalWindow > MaxSignalWindow) {
 		return fielderr.New("signal_window", "%d, want 0 (no gate) or %d to %d groups", c.SignalWindow, MinSignalGroups, MaxSignalWindow)

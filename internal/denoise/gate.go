@@ -56,18 +56,29 @@ type Gate struct {
 	Low  float64 `json:"low"`
 	// Open is true when the world-model groups keep their weight.
 	Open bool `json:"open"`
+	// Lambda is the difference estimator's λ for the step (Lambda), nil
+	// under the fused estimator.
+	Lambda *float64 `json:"lambda,omitempty"`
 }
 
 // String is the decision as the step line shows it.
 func (g Gate) String() string {
 	if g.Groups < MinSignalGroups {
-		return fmt.Sprintf("gate open (%d groups, too few to test)", g.Groups)
+		s := fmt.Sprintf("gate open (%d groups, too few to test)", g.Groups)
+		if g.Lambda != nil {
+			s += fmt.Sprintf(", difference λ %.2f", *g.Lambda)
+		}
+		return s
 	}
 	state := "open"
 	if !g.Open {
 		state = "closed: world model unweighted"
 	}
-	return fmt.Sprintf("gate %s (signal %.2f, low %+.2f, %d groups)", state, g.Mean, g.Low, g.Groups)
+	s := fmt.Sprintf("gate %s (signal %.2f, low %+.2f, %d groups)", state, g.Mean, g.Low, g.Groups)
+	if g.Lambda != nil {
+		s += fmt.Sprintf(", difference λ %.2f", *g.Lambda)
+	}
+	return s
 }
 
 // GroupCorrelation returns the Pearson correlation of one anchor group's

@@ -179,3 +179,27 @@ func TestGateOperatingCharacteristic(t *testing.T) {
 		}
 	}
 }
+
+func TestLambda(t *testing.T) {
+	open := func(mean float64) Gate { return Gate{Groups: 16, Mean: mean, Low: mean / 2, Open: true} }
+	tests := []struct {
+		name string
+		give Gate
+		n, m int
+		want float64
+	}{
+		{"perfect world model", open(1), 16, 48, 0.75},
+		{"half the signal", open(0.5), 16, 48, 0.375},
+		{"mean above 1 is clamped", open(1.2), 16, 48, 0.75},
+		{"closed", Gate{Groups: 16, Mean: 0.4, Low: -0.1}, 16, 48, 0},
+		{"too few groups to test", Gate{Groups: 2, Open: true}, 16, 48, 0},
+		{"negative mean", open(-0.3), 16, 48, 0},
+		{"no world-model trajectories", open(0.8), 16, 0, 0},
+		{"no anchors", open(0.8), 0, 48, 0},
+	}
+	for _, tt := range tests {
+		if got := Lambda(tt.give, tt.n, tt.m); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: Lambda = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -82,6 +82,14 @@ type BatchItem struct {
 	Reward    float64 `json:"reward"`
 	Advantage float64 `json:"advantage"`
 	Weight    float64 `json:"weight"`
+	// Under the difference estimator (denoise.EstimatorDifference)
+	// Advantage and Weight are what the update uses, and these say where
+	// they come from: GroupAdvantage is the trajectory's GRPO advantage
+	// (A, of its training reward), Control, on an anchor trajectory, the
+	// GRPO advantage of its calibrated world-model score within its group
+	// (Â). Both 0 and left out of the JSON under the fused estimator.
+	GroupAdvantage float64 `json:"group_advantage,omitempty"`
+	Control        float64 `json:"control,omitempty"`
 }
 
 // Batch is the fused batch of a step, stored in the data directory for
@@ -308,7 +316,81 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 		}
 		stats.AnchorShare = advantage.AnchorShare(flags, rho)
 	}
+	if pc.Denoise && dcfg.Estimator == denoise.EstimatorDifference {
+		// The world-model advantages Â of each anchor group, over its
+		// trajectories with both scores (0 elsewhere).
+		control := make([]float64, len(items))
+		for _, g := range groups {
+			if !isAnchor(g.group) {
+				continue
+			}
+			d := make([]float64, g.hi-g.lo)
+			both := make([]bool, g.hi-g.lo)
+			for j, t := range ts[g.lo:g.hi] {
+				if items[g.lo+j].Graded && t.WM != nil {
+					d[j], both[j] = wmOf(t), true
+				}
+			}
+			adv, _ := advantage.Group(d, both, acfg)
+			copy(control[g.lo:g.hi], adv)
+		}
+		var g denoise.Gate // no window: λ = 0 (runconfig refuses the case)
+		if stats.Gate != nil {
+			g = *stats.Gate
+		}
+		lam := difference(items, gradedIdx, control, weightOf, g)
+		g.Lambda = &lam
+		stats.Gate = &g
+		stats.AnchorShare = 0
+		if len(gradedIdx) > 0 {
+			stats.AnchorShare = 1 / (1 + lam)
+		}
+	}
 	return Batch{Mode: md, Rho: rho, Gate: stats.Gate, Items: items}, st, stats
+}
+
+// difference sets the difference estimator's weights and advantages
+// (denoise.EstimatorDifference) on the items of idx, the trajectories the
+// update trains on, and returns λ (denoise.Lambda of the gate g). control
+// holds each anchor trajectory's world-model advantage Â, groupWeight an
+// anchor group's design weight (1, or active selection's). With ω_i the
+// anchor trajectories' design shares (summing to 1) and m world-model
+// trajectories, the update Σ Weight·Advantage·∇log π is
+//
+//	Σ_anchor ω_i·(A_i − λ·Â_i)·∇_i + (λ/m)·Σ_wm Â_j·∇_j
+//
+// with weights ω_i/(1+λ) and λ/(m(1+λ)), summing to 1, and advantages
+// scaled by 1+λ. At λ = 0 the world-model trajectories get weight 0 and
+// the anchors their GRPO advantages at equal weights: the anchor control.
+func difference(items []BatchItem, idx []int, control []float64, groupWeight func(int) float64, g denoise.Gate) float64 {
+	var n, m int
+	var sumW float64
+	for _, i := range idx {
+		if items[i].Anchor {
+			n++
+			sumW += groupWeight(items[i].Group)
+		} else {
+			m++
+		}
+	}
+	lam := denoise.Lambda(g, n, m)
+	for _, i := range idx {
+		it := &items[i]
+		a := it.Advantage
+		it.GroupAdvantage = a
+		if it.Anchor {
+			it.Control = control[i]
+			it.Weight = groupWeight(it.Group) / sumW / (1 + lam)
+			it.Advantage = (1 + lam) * (a - lam*control[i])
+			continue
+		}
+		it.Weight = 0
+		if lam > 0 {
+			it.Weight = lam / float64(m) / (1 + lam)
+			it.Advantage = (1 + lam) * a
+		}
+	}
+	return lam
 }
 
 // Examples turns a fused batch into the policy's update examples, in batch

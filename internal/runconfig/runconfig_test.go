@@ -123,6 +123,11 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 0.5, Floor: 2} }, "anchors.active.floor:"},
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1} }, "anchors.active.floor:"},
 		{func(c *Config) { c.Anchors.Selective.Ratio = 2 }, "anchors.selective.enabled:"},
+		{func(c *Config) { c.Denoise.Estimator = "ppi" }, "denoise.estimator:"},
+		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Mode = mode.Anchor }, "denoise.estimator:"},
+		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Mode = mode.Debias }, "denoise.estimator:"},
+		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.SignalWindow = 0 }, "denoise.estimator:"},
+		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.WMShareMax = 0.5 }, "denoise.estimator:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.GRPO }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.Anchor }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.WM }, "anchors.selective.enabled:"},
@@ -832,5 +837,37 @@ func TestEvalBestOf(t *testing.T) {
 	_, err = Parse(Default(), []byte("trajectory:\n  turns: 3\neval:\n  best_of: 3\n"))
 	if want := "eval.best_of: line 4: 3 with trajectory.turns 3"; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("best_of with turns: %v, want an error starting %q", err, want)
+	}
+}
+
+// TestDenoiseEstimator: the difference estimator parses from YAML in the
+// modes that fuse the two streams, and is left out of the JSON when not set
+// (so earlier runs' configurations encode as they did).
+func TestDenoiseEstimator(t *testing.T) {
+	for _, m := range []mode.Mode{mode.WMRL, mode.Denoise} {
+		c, err := Parse(Default(), []byte("mode: "+string(m)+"\ndenoise:\n  estimator: difference\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if c.DenoiseConfig().Estimator != "difference" {
+			t.Errorf("%s: parsed %+v", m, c.Denoise)
+		}
+		raw, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), `"estimator":"difference"`) {
+			t.Errorf("JSON %s", raw)
+		}
+	}
+	raw, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "estimator") {
+		t.Errorf("estimator in the default's JSON: %s", raw)
+	}
+	if _, err := Parse(Default(), []byte("denoise:\n  estimator: ppi\n")); err == nil || !strings.Contains(err.Error(), "denoise.estimator") {
+		t.Errorf("bad estimator: %v", err)
 	}
 }

@@ -170,6 +170,11 @@ type Denoise struct {
 	// WMShareMax caps the world model's share of a step's fusion weight
 	// (denoise.Config); omitted from the JSON when 0 (no cap).
 	WMShareMax float64 `yaml:"wm_share_max" json:"wm_share_max,omitempty"`
+	// Estimator is how the update combines the anchor and world-model
+	// streams (denoise.Config): "" or "fused" (the paper's weights) or
+	// "difference" (the no-harm difference estimator); omitted from the
+	// JSON when "", so earlier runs' configurations encode as they did.
+	Estimator string `yaml:"estimator" json:"estimator,omitempty"`
 }
 
 // Advantage configures the GRPO advantages: the fields of advantage.Config
@@ -476,7 +481,7 @@ func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
 
 func (d Denoise) config() denoise.Config {
 	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor,
-		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax}
+		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax, Estimator: d.Estimator}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded

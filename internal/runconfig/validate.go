@@ -8,6 +8,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/debias"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/fielderr"
 	"github.com/wmrl/wmrl/internal/mode"
 )
@@ -169,6 +170,26 @@ func (c Config) checkActive() error {
 // and then only in a mode that trains on calibrated world-model scores next
 // to anchor pairs (the uncertainty comes from those pairs, and the decision
 // is about world-model groups).
+// checkEstimator checks denoise.estimator against the rest of the
+// configuration (each field alone is checked by denoise.Config.Validate).
+func (c Config) checkEstimator() error {
+	if c.Denoise.Estimator != denoise.EstimatorDifference {
+		return nil
+	}
+	if !c.Mode.Pieces().Denoise {
+		return bad("denoise.estimator", "%q combines anchor and world-model streams; mode %s does not fuse them (want wmrl or denoise)",
+			c.Denoise.Estimator, c.Mode)
+	}
+	if c.Denoise.SignalWindow == 0 {
+		return bad("denoise.estimator", "%q reads λ from the signal gate: set denoise.signal_window (e.g. %d)",
+			c.Denoise.Estimator, denoise.DefaultSignalWindow)
+	}
+	if c.Denoise.WMShareMax != 0 {
+		return bad("denoise.estimator", "%q sets the world model's share itself: leave denoise.wm_share_max at 0", c.Denoise.Estimator)
+	}
+	return nil
+}
+
 func (c Config) checkSelective() error {
 	s := c.Anchors.Selective
 	if !s.Enabled {
@@ -339,7 +360,9 @@ func (c Config) checks() []func() error {
 			{"eta2_floor", func(d *Denoise, s Denoise) { d.Eta2Floor = s.Eta2Floor }, func(s Denoise) float64 { return s.Eta2Floor }},
 			{"signal_window", func(d *Denoise, s Denoise) { d.SignalWindow = s.SignalWindow }, nil},
 			{"wm_share_max", func(d *Denoise, s Denoise) { d.WMShareMax = s.WMShareMax }, func(s Denoise) float64 { return s.WMShareMax }},
+			{"estimator", func(d *Denoise, s Denoise) { d.Estimator = s.Estimator }, nil},
 		})...)
+	checks = append(checks, c.checkEstimator)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{
 			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},

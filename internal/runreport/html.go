@@ -115,11 +115,17 @@ func Sections(d Data) ([]Section, error) {
 			[]reproduce.Curve{series("rho", nil, func(s Step) float64 { return s.Rho })}},
 			{"fig-gate", "No-harm signal gate", "step", "correlation with real scores",
 				"The recent anchor groups' mean within-group correlation of the calibrated world-model scores with the real ones, " +
-					"its lower confidence bound, and the world-model groups' weight (1: the gate was open, 0: closed, the step trained on its anchor groups alone).",
+					"its lower confidence bound, and the world-model groups' weight (1: the gate was open, 0: closed, the step trained on its anchor groups alone; " +
+					"under the difference estimator its λ, 0 being the anchor control).",
 				[]reproduce.Curve{
 					series("mean", gated, func(s Step) float64 { return s.Gate.Mean }),
 					series("lower bound", gated, func(s Step) float64 { return s.Gate.Low }),
-					series("world-model weight", gated, func(s Step) float64 { return b2f(s.Gate.Open) }),
+					series("world-model weight", gated, func(s Step) float64 {
+						if s.Gate.Lambda != nil {
+							return *s.Gate.Lambda
+						}
+						return b2f(s.Gate.Open)
+					}),
 				}}}},
 		{id: "bias", title: "Bias before and after debiasing", figs: []fig{{"fig-bias", "Mean bias of the calibration window", "step", "mean bias (r_wm - r_env)",
 			"Mean r_wm − r_env over the step's calibration window, before and after the step's isotonic map (after is in-sample, 0 up to rounding with pava).",

@@ -87,7 +87,7 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			"Steps of the run completed (the last finished step + 1), as recorded by this worker's FinishStep."),
 		rho: gauge("wmrl_rho", "The anchor weight rho of the run's last completed step."),
 		wmWeight: gauge("wmrl_world_model_weight",
-			"1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate)."),
+			"1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate); under denoise.estimator difference, that step's lambda (0 to 1)."),
 		signalLow: gauge("wmrl_signal_lower_bound",
 			"Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0)."),
 		wmGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wmrl_world_model_groups",
@@ -141,14 +141,11 @@ func (r *Recorder) StepCompleted(run Run, step int, rho float64) {
 }
 
 // GateDecided records the signal gate's decision of the run's last
-// completed step.
-func (r *Recorder) GateDecided(run Run, open bool, low float64) {
+// completed step: the world-model stream's weight w (1 open, 0 closed, or
+// the difference estimator's λ) and the lower bound low.
+func (r *Recorder) GateDecided(run Run, w, low float64) {
 	if r == nil {
 		return
-	}
-	w := 0.0
-	if open {
-		w = 1
 	}
 	r.wmWeight.WithLabelValues(run.ID, run.Mode).Set(w)
 	r.signalLow.WithLabelValues(run.ID, run.Mode).Set(low)

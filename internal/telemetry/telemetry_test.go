@@ -32,8 +32,8 @@ func TestExporterServes(t *testing.T) {
 	run := Run{ID: "r1", Mode: "wmrl"}
 	r.StepCompleted(run, 0, 0.5)
 	r.StepCompleted(run, 1, 0.25)
-	r.GateDecided(run, true, 0.3)
-	r.GateDecided(run, false, -0.125)
+	r.GateDecided(run, 1, 0.3)
+	r.GateDecided(run, 0, -0.125)
 	r.ScoringDecided(run, 6, 0)
 	r.ScoringDecided(run, 4, 2)
 	r.Execution(run, PhaseTrain, "ok", 1.5)
@@ -61,7 +61,7 @@ wmrl_steps_completed{mode="wmrl",run="r1"} 2
 # HELP wmrl_rho The anchor weight rho of the run's last completed step.
 # TYPE wmrl_rho gauge
 wmrl_rho{mode="wmrl",run="r1"} 0.25
-# HELP wmrl_world_model_weight 1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate).
+# HELP wmrl_world_model_weight 1 when the no-harm signal gate let the world-model groups into the run's last step's update, 0 when it closed (runs with a gate); under denoise.estimator difference, that step's lambda (0 to 1).
 # TYPE wmrl_world_model_weight gauge
 wmrl_world_model_weight{mode="wmrl",run="r1"} 0
 # HELP wmrl_signal_lower_bound Lower confidence bound of the world model's mean within-group correlation with the real scores on the recent anchor groups (the gate opens above 0).
