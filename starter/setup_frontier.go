@@ -24,13 +24,13 @@ type frontierOptions struct {
 	asJSON bool
 	out    string
 	grpo   string
-	anchor string
+	anchor []string
 }
 
 func newFrontierCmd() *cobra.Command {
 	var o frontierOptions
 	cmd := &cobra.Command{
-		Use:   "frontier [--out DIR] [--grpo LABEL] [--anchor LABEL] LABEL=RESULTS[:MODE]...",
+		Use:   "frontier [--out DIR] [--grpo LABEL] [--anchor LABEL[,LABEL...]] LABEL=RESULTS[:MODE]...",
 		Short: "Draw held-out score against training sandbox CPU from results of wmrl bench reproduce",
 		Long: `frontier reads results of wmrl bench reproduce and draws one point per
 argument: held-out score (mean ± standard error over seeds) against training
@@ -39,7 +39,9 @@ LABEL names the point; RESULTS is a results directory (its results.json is
 read) or a results.json file under any name; MODE picks the runs of one mode
 in it, and may be left out when the results hold one mode only. The part
 after the last ':' is always read as a mode, so a path with ':' in it needs
-its mode written out. For example
+its mode written out. A label given more than once is one point pooling the
+runs of each argument (seeds 1-5 from one invocation and 6-8 from another):
+they must share mode and --config, and no seed may appear twice. For example
 
   wmrl bench frontier --out /tmp/frontier grpo=base:grpo anchor=base:anchor \
     wmrl=base:wmrl 'sd 0=sim-0' 'sd 0.1=sim-0.1' 'sd 0.2=sim-0.2'
@@ -49,13 +51,20 @@ simulated in the results' --config) are joined by a line in the order of
 their noise and annotated with it; grpo and anchor points have their own
 glyphs. Every point is paired by seed with the grpo reference and with the
 anchor reference: the only point of mode grpo (anchor), or the label given
-by --grpo (--anchor). All results must come from one suite (preset, suite
+by --grpo (--anchor). --anchor may name several labels, comma-separated:
+the reference is then their per-seed mean over the seeds all of them ran,
+for a control pooled with its null perturbations (the same control with the
+learning rate 1% lower and higher, say), since one training run is one draw
+of a chaotic process. Each point with a world model is marked for the
+no-harm bar: its difference against the anchor reference at least minus
+its standard error. All results must come from one suite (preset, suite
 seed, steps). It writes to --out:
 
   frontier.png   the plot
   frontier.md    the sources and a table: label, seeds, held-out score per
                  seed, mean, standard error, CPU-seconds, executions, and
                  the paired differences (mean ± SE) versus the references
+                 and the no-harm bar
   frontier.json  the same numbers
 
 --json prints frontier.json to stdout instead of the table.`,
@@ -71,7 +80,7 @@ seed, steps). It writes to --out:
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.out, "out", "frontier", "directory of frontier.png, frontier.md and frontier.json")
 	f.StringVar(&o.grpo, "grpo", "", "label of the point the others are paired with as grpo (default: the only grpo point)")
-	f.StringVar(&o.anchor, "anchor", "", "label of the point the others are paired with as anchor (default: the only anchor point)")
+	f.StringSliceVar(&o.anchor, "anchor", nil, "label of the point the others are paired with as anchor, or several labels whose per-seed mean is (default: the only anchor point)")
 	return cmd
 }
 
@@ -159,10 +168,10 @@ func frontierSources(args []string) ([]reproduce.FrontierSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		if prev, dup := seen[a.label]; dup {
-			return nil, usagef("%q: label %q already given by %q", arg, a.label, prev)
+		if prev, dup := seen[a.label+"\x00"+a.path]; dup {
+			return nil, usagef("%q: label %q already reads %s (%q)", arg, a.label, a.path, prev)
 		}
-		seen[a.label] = arg
+		seen[a.label+"\x00"+a.path] = arg
 		parsed[i] = a
 	}
 	srcs := make([]reproduce.FrontierSource, len(args))

@@ -85,11 +85,11 @@ func TestFrontierTable(t *testing.T) {
 	// seeds 1, 2: −0.02, −0.04, mean −0.03, SE 0.01; − anchor −0.04, 0,
 	// mean −0.02, SE 0.02.
 	for _, want := range []string{
-		"| G | grpo | none | 3 | 0.6000, 0.7000, 0.6500 | 0.6500 | 0.0289 | 110.0 | 1920 | (reference) | +0.0100 ± 0.0173 |",
-		"| A | anchor | none | 3 | 0.6200, 0.6600, 0.6400 | 0.6400 | 0.0115 | 45.0 | 480 | -0.0100 ± 0.0173 | (reference) |",
+		"| G | grpo | none | 3 | 0.6000, 0.7000, 0.6500 | 0.6500 | 0.0289 | 110.0 | 1920 | (reference) | +0.0100 ± 0.0173 |  |",
+		"| A | anchor | none | 3 | 0.6200, 0.6600, 0.6400 | 0.6400 | 0.0115 | 45.0 | 480 | -0.0100 ± 0.0173 | (reference) |  |",
 		"| sd 0.2 | wmrl | simulated, noise 0.2 | 2 | 0.5800, 0.6600 | 0.6200 | 0.0400 | 55.0 | 480 | -0.0300 ± 0.0100 | -0.0200 ± 0.0200 |",
-		"| sd 0 | wmrl | simulated, noise 0 | 3 | 0.6500, 0.6900, 0.7000 | 0.6800 | 0.0153 | 31.0 | 480 | +0.0300 ± 0.0200 | +0.0400 ± 0.0100 |",
-		"vs G (paired, ± SE) | vs A (paired, ± SE) |",
+		"| sd 0 | wmrl | simulated, noise 0 | 3 | 0.6500, 0.6900, 0.7000 | 0.6800 | 0.0153 | 31.0 | 480 | +0.0300 ± 0.0200 | +0.0400 ± 0.0100 | met |",
+		"vs G (paired, ± SE) | vs A (paired, ± SE) | no harm (≥ anchor − 1 SE) |",
 		"![frontier](frontier.png)",
 	} {
 		if !strings.Contains(string(md), want) {
@@ -182,7 +182,8 @@ func TestFrontierArgErrors(t *testing.T) {
 		{[]string{"G=:grpo"}, true, `"G=:grpo": empty results path`},
 		{[]string{"G=" + base + ":bogus"}, true, `:bogus": mode after ':'`},
 		{[]string{"G=" + base}, true, "holds modes grpo, anchor: name one"},
-		{[]string{"G=" + base + ":grpo", "G=" + sim}, true, `label "G" already given`},
+		{[]string{"G=" + base + ":grpo", "G=" + sim}, false, `label "G": ` + filepath.Join(base, "results.json") + " is mode grpo, " + sim + " mode wmrl: one label pools runs of one mode"},
+		{[]string{"G=" + base + ":grpo", "G=" + base + ":grpo"}, true, `label "G" already reads ` + base},
 		{[]string{"W=" + base + ":wmrl"}, false, "has no run of mode wmrl (it holds grpo, anchor)"},
 		{[]string{"X=" + filepath.Join(dir, "missing")}, false, `"X=` + filepath.Join(dir, "missing") + `"`},
 		{[]string{"E=" + empty}, false, "has no results.json"},
@@ -204,6 +205,111 @@ func TestFrontierArgErrors(t *testing.T) {
 	if _, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"), "--grpo", "G2",
 		"G="+base+":grpo", "G2="+base+":grpo"); err != nil {
 		t.Errorf("--grpo G2: %v", err)
+	}
+}
+
+// TestFrontierPooledAnchor pools a label's runs from two results files and
+// pairs every point with the per-seed mean of a control and its null
+// perturbation: the world-model point misses the no-harm bar against the
+// control alone and meets it against the pooled control (numbers by hand).
+func TestFrontierPooledAnchor(t *testing.T) {
+	dir := t.TempDir()
+	frontierFixtures(t, dir)
+	base := filepath.Join(dir, "base")
+	a2 := filepath.Join(dir, "a2.json")
+	writeFrontierFixture(t, a2, 7, "policy:\n  learning_rate: 0.0099\n",
+		frontierRun{mode.Anchor, 1, 0.58, 40, 480}, frontierRun{mode.Anchor, 2, 0.64, 40, 480}, frontierRun{mode.Anchor, 3, 0.60, 40, 480})
+	diff := "denoise:\n  estimator: difference\n"
+	w1, w2 := filepath.Join(dir, "w1.json"), filepath.Join(dir, "w2.json")
+	writeFrontierFixture(t, w1, 7, diff, frontierRun{mode.WMRL, 1, 0.61, 30, 480}, frontierRun{mode.WMRL, 2, 0.65, 30, 480})
+	writeFrontierFixture(t, w2, 7, diff, frontierRun{mode.WMRL, 3, 0.60, 34, 480})
+	out := filepath.Join(dir, "out")
+
+	// Against A alone, W − A per seed −0.01, −0.01, −0.04: −0.02 ± 0.01,
+	// below minus its SE.
+	stdout, _, err := runWMRL(t, "bench", "frontier", "--out", out, "--anchor", "A",
+		"G="+base+":grpo", "A="+base+":anchor", "A2="+a2, "W="+w1, "W="+w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| W | wmrl | builtin | 3 | 0.6100, 0.6500, 0.6000 | 0.6200 | 0.0153 | 31.3 | 480 | -0.0300 ± 0.0200 | -0.0200 ± 0.0100 | **missed** |"; !strings.Contains(stdout, want) {
+		t.Errorf("table lacks\n%s\n---\n%s", want, stdout)
+	}
+
+	// Pooled with A2: per seed 0.60, 0.65, 0.62; W − pool 0.01, 0, −0.02:
+	// −0.0033 ± 0.0088, met. A and A2 are paired with the pool too.
+	stdout, _, err = runWMRL(t, "bench", "frontier", "--out", out, "--anchor", "A,A2",
+		"G="+base+":grpo", "A="+base+":anchor", "A2="+a2, "W="+w1, "W="+w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| W | wmrl | builtin | 3 | 0.6100, 0.6500, 0.6000 | 0.6200 | 0.0153 | 31.3 | 480 | -0.0300 ± 0.0200 | -0.0033 ± 0.0088 | met |",
+		"| A | anchor | none | 3 | 0.6200, 0.6600, 0.6400 | 0.6400 | 0.0115 | 45.0 | 480 | -0.0100 ± 0.0173 | +0.0167 ± 0.0033 |  |",
+		"| A2 | anchor | none | 3 | 0.5800, 0.6400, 0.6000 | 0.6067 | 0.0176 | 40.0 | 480 | -0.0433 ± 0.0120 | -0.0167 ± 0.0033 |  |",
+		"vs A + A2 (paired, ± SE)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks\n%s\n---\n%s", want, stdout)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, reproduce.FrontierMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`Anchor reference "A + A2": the per-seed mean of A, A2 over the seeds all of them ran (1: 0.6000, 2: 0.6500, 3: 0.6200; mean 0.6233).`,
+		"- W: mode wmrl of `" + w1 + ", " + w2 + "` (`wmrl bench reproduce --fixture; wmrl bench reproduce --fixture`)",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("frontier.md lacks\n%s\n---\n%s", want, md)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, reproduce.FrontierJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fr reproduce.Frontier
+	if err := json.Unmarshal(data, &fr); err != nil {
+		t.Fatal(err)
+	}
+	if fr.Anchor != "A + A2" || fr.AnchorPool == nil || len(fr.AnchorPool.Seeds) != 3 || fr.AnchorPool.Labels[1] != "A2" {
+		t.Fatalf("frontier.json anchor %q pool %+v", fr.Anchor, fr.AnchorPool)
+	}
+	if w := fr.Points[3]; w.Label != "W" || w.NoHarm == nil || !*w.NoHarm || math.Abs(w.VsAnchor.Mean+0.01/3) > 1e-12 {
+		t.Errorf("W point: %+v", w)
+	}
+	if g := fr.Points[0]; g.NoHarm != nil {
+		t.Errorf("grpo point has a no-harm verdict: %+v", g)
+	}
+
+	// What cannot be pooled is refused, naming what is wrong.
+	wx := filepath.Join(dir, "wx.json")
+	writeFrontierFixture(t, wx, 7, "", frontierRun{mode.WMRL, 3, 0.60, 34, 480})
+	wdup := filepath.Join(dir, "wdup.json")
+	writeFrontierFixture(t, wdup, 7, diff, frontierRun{mode.WMRL, 2, 0.60, 34, 480})
+	a9 := filepath.Join(dir, "a9.json")
+	writeFrontierFixture(t, a9, 7, "", frontierRun{mode.Anchor, 9, 0.60, 34, 480})
+	for _, tt := range []struct {
+		give  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"W=" + w1, "W=" + wx}, false, `label "W": ` + w1 + " and " + wx + " were run with different --config"},
+		{[]string{"W=" + w1, "W=" + wdup}, false, "seed 2 appears twice"},
+		{[]string{"--anchor", "A,nope", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor "nope" is not a label`},
+		{[]string{"--anchor", "A,A", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor names "A" twice`},
+		{[]string{"--anchor", "A,A9", "A=" + base + ":anchor", "A9=" + a9}, false, "--anchor A,A9: no seed is in all of them"},
+	} {
+		args := append([]string{"bench", "frontier", "--out", out}, tt.give...)
+		_, _, err := runWMRL(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.give, err, tt.want)
+			continue
+		}
+		if got := exitStatus(err) == exitUsage; got != tt.usage {
+			t.Errorf("%q: usage error %v, want %v (%v)", tt.give, got, tt.usage, err)
+		}
 	}
 }
 

@@ -80,6 +80,11 @@ type FrontierPoint struct {
 	// reference, or without a shared seed).
 	VsGRPO   *FrontierDiff `json:"vs_grpo,omitempty"`
 	VsAnchor *FrontierDiff `json:"vs_anchor,omitempty"`
+	// NoHarm is the no-harm bar for a point with a world model: its paired
+	// difference against the anchor reference is at least minus its
+	// standard error (absent without a world model, an anchor reference or
+	// two shared seeds).
+	NoHarm *bool `json:"no_harm,omitempty"`
 }
 
 // Simulated reports whether the point's world model is the simulated one.
@@ -89,14 +94,27 @@ func (p FrontierPoint) Simulated() bool { return p.Noise != nil }
 // (preset, suite seed and steps are shared by every source), and the
 // labels of the reference points.
 type Frontier struct {
-	Preset    string          `json:"preset"`
-	SuiteSeed uint64          `json:"suite_seed"`
-	Steps     int             `json:"steps"`
-	GRPO      string          `json:"grpo,omitempty"`
-	Anchor    string          `json:"anchor,omitempty"`
-	Points    []FrontierPoint `json:"points"`
+	Preset    string `json:"preset"`
+	SuiteSeed uint64 `json:"suite_seed"`
+	Steps     int    `json:"steps"`
+	GRPO      string `json:"grpo,omitempty"`
+	Anchor    string `json:"anchor,omitempty"`
+	// AnchorPool is the anchor reference when --anchor named several
+	// labels (Anchor is then their names joined by " + ").
+	AnchorPool *AnchorPool     `json:"anchor_pool,omitempty"`
+	Points     []FrontierPoint `json:"points"`
 	// Commands are the commands that made each source, by label.
 	Commands map[string]string `json:"commands"`
+}
+
+// AnchorPool is a pooled anchor reference: the per-seed mean of several
+// points' held-out scores (a control and its null perturbations) over the
+// seeds all of them ran.
+type AnchorPool struct {
+	Labels         []string  `json:"labels"`
+	Seeds          []uint64  `json:"seeds"`
+	HeldOutPerSeed []float64 `json:"heldout_per_seed"`
+	HeldOut        Stat      `json:"heldout_score"`
 }
 
 // worldModelOf sets p's world model from a results header's configuration
@@ -129,50 +147,80 @@ func worldModelOf(p *FrontierPoint, config string) error {
 	return nil
 }
 
-// BuildFrontier aggregates each source into a point and pairs every point
-// with the references: grpo and anchor name the reference labels; empty
-// means the only point of mode grpo (anchor), none when there is no such
-// point. Labels must be unique, each source must have runs of its mode, and
-// all sources one preset, suite seed and number of steps (held-out scores
-// of other suites do not compare).
-func BuildFrontier(srcs []FrontierSource, grpo, anchor string) (Frontier, error) {
+// BuildFrontier aggregates each label's sources into a point and pairs
+// every point with the references. Sources that share a label are one
+// point: their runs are pooled (seeds 1–5 of one invocation and 6–8 of
+// another, say), and they must share mode and configuration and have no
+// seed twice. grpo names the grpo reference label; empty means the only
+// point of mode grpo, none when there is no such point. anchor names the
+// anchor reference: one label, or several, whose per-seed mean over the
+// seeds they share is the reference (a control and its null perturbations:
+// a single control run is one draw of a chaotic training run); empty means
+// the only point of mode anchor. Every source must be of one preset, suite
+// seed and number of steps (held-out scores of other suites do not
+// compare).
+func BuildFrontier(srcs []FrontierSource, grpo string, anchor []string) (Frontier, error) {
 	if len(srcs) == 0 {
 		return Frontier{}, fmt.Errorf("frontier: no point")
 	}
 	first := srcs[0]
 	f := Frontier{Preset: first.Results.Preset, SuiteSeed: first.Results.SuiteSeed, Steps: first.Results.Steps,
 		Commands: map[string]string{}}
-	scores := map[string]map[uint64]float64{}
+	var labels []string
+	byLabel := map[string][]FrontierSource{}
 	for _, s := range srcs {
-		if _, dup := scores[s.Label]; dup {
-			return Frontier{}, fmt.Errorf("label %q given twice", s.Label)
-		}
 		r := s.Results
 		if r.Preset != f.Preset || r.SuiteSeed != f.SuiteSeed || r.Steps != f.Steps {
 			return Frontier{}, fmt.Errorf("%s (%s) is preset %s, suite seed %d, %d steps; %s (%s) is preset %s, suite seed %d, %d steps: a frontier compares runs of one suite",
 				s.Label, s.Path, r.Preset, r.SuiteSeed, r.Steps, first.Label, first.Path, f.Preset, f.SuiteSeed, f.Steps)
 		}
-		p := FrontierPoint{Label: s.Label, Source: s.Path, Mode: s.Mode}
-		if s.Mode.Pieces().WorldModel {
-			if err := worldModelOf(&p, r.Header.Config); err != nil {
-				return Frontier{}, fmt.Errorf("%s (%s): %w", s.Label, s.Path, err)
+		if prev, ok := byLabel[s.Label]; ok {
+			p := prev[0]
+			switch {
+			case p.Mode != s.Mode:
+				return Frontier{}, fmt.Errorf("label %q: %s is mode %s, %s mode %s: one label pools runs of one mode",
+					s.Label, p.Path, p.Mode, s.Path, s.Mode)
+			case p.Results.Header.Config != r.Header.Config:
+				return Frontier{}, fmt.Errorf("label %q: %s and %s were run with different --config: one label pools runs of one configuration",
+					s.Label, p.Path, s.Path)
+			}
+		} else {
+			labels = append(labels, s.Label)
+		}
+		byLabel[s.Label] = append(byLabel[s.Label], s)
+	}
+	scores := map[string]map[uint64]float64{}
+	for _, label := range labels {
+		group := byLabel[label]
+		s0 := group[0]
+		var paths, commands []string
+		var runs []Run
+		for _, s := range group {
+			paths = append(paths, s.Path)
+			if c := s.Results.Header.Command; c != "" {
+				commands = append(commands, c)
+			}
+			for _, run := range s.Results.Runs {
+				if run.Mode == s.Mode {
+					runs = append(runs, run)
+				}
 			}
 		}
-		var runs []Run
-		for _, run := range r.Runs {
-			if run.Mode == s.Mode {
-				runs = append(runs, run)
+		p := FrontierPoint{Label: label, Source: strings.Join(paths, ", "), Mode: s0.Mode}
+		if s0.Mode.Pieces().WorldModel {
+			if err := worldModelOf(&p, s0.Results.Header.Config); err != nil {
+				return Frontier{}, fmt.Errorf("%s (%s): %w", label, p.Source, err)
 			}
 		}
 		if len(runs) == 0 {
-			return Frontier{}, fmt.Errorf("%s (%s): no run of mode %s", s.Label, s.Path, s.Mode)
+			return Frontier{}, fmt.Errorf("%s (%s): no run of mode %s", label, p.Source, s0.Mode)
 		}
 		sort.SliceStable(runs, func(i, j int) bool { return runs[i].Seed < runs[j].Seed })
 		byseed := map[uint64]float64{}
 		var cpu, execs []float64
 		for _, run := range runs {
 			if _, dup := byseed[run.Seed]; dup {
-				return Frontier{}, fmt.Errorf("%s (%s): mode %s seed %d appears twice", s.Label, s.Path, s.Mode, run.Seed)
+				return Frontier{}, fmt.Errorf("%s (%s): mode %s seed %d appears twice", label, p.Source, s0.Mode, run.Seed)
 			}
 			byseed[run.Seed] = run.HeldOutScore
 			p.Seeds = append(p.Seeds, run.Seed)
@@ -184,15 +232,23 @@ func BuildFrontier(srcs []FrontierSource, grpo, anchor string) (Frontier, error)
 		if p.HeldOut.N >= 2 {
 			p.HeldOutSE = p.HeldOut.SD / math.Sqrt(float64(p.HeldOut.N))
 		}
-		scores[s.Label] = byseed
+		scores[label] = byseed
 		f.Points = append(f.Points, p)
-		f.Commands[s.Label] = r.Header.Command
+		f.Commands[label] = strings.Join(commands, "; ")
 	}
 	var err error
 	if f.GRPO, err = reference(f.Points, grpo, mode.GRPO); err != nil {
 		return Frontier{}, err
 	}
-	if f.Anchor, err = reference(f.Points, anchor, mode.Anchor); err != nil {
+	switch len(anchor) {
+	case 0:
+		f.Anchor, err = reference(f.Points, "", mode.Anchor)
+	case 1:
+		f.Anchor, err = reference(f.Points, anchor[0], mode.Anchor)
+	default:
+		f.Anchor, f.AnchorPool, err = pool(f.Points, scores, anchor)
+	}
+	if err != nil {
 		return Frontier{}, err
 	}
 	diff := func(label, ref string) *FrontierDiff {
@@ -206,10 +262,63 @@ func BuildFrontier(srcs []FrontierSource, grpo, anchor string) (Frontier, error)
 		return &FrontierDiff{Against: ref, Mean: mean, SE: se, Seeds: seeds}
 	}
 	for i := range f.Points {
-		f.Points[i].VsGRPO = diff(f.Points[i].Label, f.GRPO)
-		f.Points[i].VsAnchor = diff(f.Points[i].Label, f.Anchor)
+		p := &f.Points[i]
+		p.VsGRPO = diff(p.Label, f.GRPO)
+		p.VsAnchor = diff(p.Label, f.Anchor)
+		if d := p.VsAnchor; d != nil && p.Mode.Pieces().WorldModel && len(d.Seeds) >= 2 {
+			met := d.Mean >= -d.SE
+			p.NoHarm = &met
+		}
 	}
 	return f, nil
+}
+
+// pool makes the pooled anchor reference of several labels: its name
+// (the labels joined by " + "), and, stored in scores under that name,
+// the per-seed mean of their held-out scores over the seeds all of them
+// ran.
+func pool(ps []FrontierPoint, scores map[string]map[uint64]float64, labels []string) (string, *AnchorPool, error) {
+	for i, l := range labels {
+		if _, err := reference(ps, l, mode.Anchor); err != nil {
+			return "", nil, err
+		}
+		if slices.Contains(labels[:i], l) {
+			return "", nil, &ReferenceError{Err: fmt.Errorf("--anchor names %q twice", l)}
+		}
+	}
+	name := strings.Join(labels, " + ")
+	if _, taken := scores[name]; taken {
+		return "", nil, &ReferenceError{Err: fmt.Errorf("--anchor: the pooled reference's name %q is a point's label", name)}
+	}
+	pl := &AnchorPool{Labels: labels}
+	for s := range scores[labels[0]] {
+		all := true
+		for _, l := range labels[1:] {
+			if _, ok := scores[l][s]; !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			pl.Seeds = append(pl.Seeds, s)
+		}
+	}
+	if len(pl.Seeds) == 0 {
+		return "", nil, fmt.Errorf("--anchor %s: no seed is in all of them", strings.Join(labels, ","))
+	}
+	slices.Sort(pl.Seeds)
+	mean := map[uint64]float64{}
+	for _, s := range pl.Seeds {
+		sum := 0.0
+		for _, l := range labels {
+			sum += scores[l][s]
+		}
+		mean[s] = sum / float64(len(labels))
+		pl.HeldOutPerSeed = append(pl.HeldOutPerSeed, mean[s])
+	}
+	pl.HeldOut = MeanSD(pl.HeldOutPerSeed)
+	scores[name] = mean
+	return name, pl, nil
 }
 
 // ReferenceError is a reference label that is not a point's, or a
@@ -350,8 +459,8 @@ func FrontierTable(w io.Writer, f Frontier) error {
 	if f.Anchor != "" {
 		vsA = "vs " + f.Anchor
 	}
-	fmt.Fprintf(&b, "| label | mode | world model | seeds | held-out per seed | mean | SE | training sandbox CPU-s (mean) | executions | %s (paired, ± SE) | %s (paired, ± SE) |\n", vsG, vsA)
-	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| label | mode | world model | seeds | held-out per seed | mean | SE | training sandbox CPU-s (mean) | executions | %s (paired, ± SE) | %s (paired, ± SE) | no harm (≥ anchor − 1 SE) |\n", vsG, vsA)
+	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range f.Points {
 		per := make([]string, len(p.HeldOutPerSeed))
 		for i, v := range p.HeldOutPerSeed {
@@ -367,9 +476,13 @@ func FrontierTable(w io.Writer, f Frontier) error {
 		if p.RefreshEvery > 0 {
 			wm += fmt.Sprintf(", refreshed every %d steps", p.RefreshEvery)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %.4f | %.4f | %.1f | %.0f | %s | %s |\n", p.Label, p.Mode, wm,
+		noHarm := ""
+		if p.NoHarm != nil {
+			noHarm = map[bool]string{true: "met", false: "**missed**"}[*p.NoHarm]
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %.4f | %.4f | %.1f | %.0f | %s | %s | %s |\n", p.Label, p.Mode, wm,
 			len(p.Seeds), strings.Join(per, ", "), p.HeldOut.Mean, p.HeldOutSE, p.CPUSeconds.Mean, p.Executions.Mean,
-			diffCell(p, p.VsGRPO, f.GRPO), diffCell(p, p.VsAnchor, f.Anchor))
+			diffCell(p, p.VsGRPO, f.GRPO), diffCell(p, p.VsAnchor, f.Anchor), noHarm)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -407,11 +520,21 @@ func FrontierMarkdownReport(w io.Writer, f Frontier, plot string) error {
 		}
 		b.WriteString("\n")
 	}
+	if pl := f.AnchorPool; pl != nil {
+		per := make([]string, len(pl.HeldOutPerSeed))
+		for i, v := range pl.HeldOutPerSeed {
+			per[i] = fmt.Sprintf("%d: %.4f", pl.Seeds[i], v)
+		}
+		fmt.Fprintf(&b, "\nAnchor reference %q: the per-seed mean of %s over the seeds all of them ran (%s; mean %.4f).\n",
+			f.Anchor, strings.Join(pl.Labels, ", "), strings.Join(per, ", "), pl.HeldOut.Mean)
+	}
 	b.WriteString("\nHeld-out score: the final policy's (avg@n, real execution); mean over seeds and its\n")
 	b.WriteString("standard error (sd / √n). Training sandbox CPU-seconds and executions count the training\n")
 	b.WriteString("executions only (the simulated world model's are its prediction cost, not counted).\n")
 	b.WriteString("Paired differences: the point's held-out score minus the reference's, seed by seed, then\n")
-	b.WriteString("the mean of the differences ± its standard error (sd of the differences / √n).\n\n")
+	b.WriteString("the mean of the differences ± its standard error (sd of the differences / √n). No harm: a\n")
+	b.WriteString("point with a world model whose difference against the anchor reference is at least minus its\n")
+	b.WriteString("standard error (over at least two shared seeds).\n\n")
 	if err := FrontierTable(&b, f); err != nil {
 		return err
 	}
