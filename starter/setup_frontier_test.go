@@ -171,11 +171,7 @@ func TestFrontierArgErrors(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct {
-		give  []string
-		usage bool
-		want  string
-	}{
+	checkFrontierErrors(t, filepath.Join(dir, "out"), []frontierErrCase{
 		{nil, true, "no point"},
 		{[]string{"G"}, true, `"G": want LABEL=RESULTS[:MODE]`},
 		{[]string{"=" + base}, true, "empty label"},
@@ -190,8 +186,28 @@ func TestFrontierArgErrors(t *testing.T) {
 		{[]string{"G=" + base + ":grpo", "O=" + other}, false, "suite seed 8"},
 		{[]string{"G=" + base + ":grpo", "S=" + sim, "--grpo", "nope"}, true, `--grpo "nope" is not a label`},
 		{[]string{"G=" + base + ":grpo", "G2=" + base + ":grpo"}, true, "points G, G2 all ran grpo"},
-	} {
-		args := append([]string{"bench", "frontier", "--out", filepath.Join(dir, "out")}, tt.give...)
+	})
+	// Two grpo points are fine once --grpo names the reference.
+	if _, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"), "--grpo", "G2",
+		"G="+base+":grpo", "G2="+base+":grpo"); err != nil {
+		t.Errorf("--grpo G2: %v", err)
+	}
+}
+
+// frontierErrCase is a wmrl bench frontier invocation that must fail: its
+// arguments after --out, whether the failure is a usage error, and what the
+// error must say.
+type frontierErrCase struct {
+	give  []string
+	usage bool
+	want  string
+}
+
+// checkFrontierErrors runs each case with --out out and checks its error.
+func checkFrontierErrors(t *testing.T, out string, cases []frontierErrCase) {
+	t.Helper()
+	for _, tt := range cases {
+		args := append([]string{"bench", "frontier", "--out", out}, tt.give...)
 		_, _, err := runWMRL(t, args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want %q", tt.give, err, tt.want)
@@ -200,11 +216,6 @@ func TestFrontierArgErrors(t *testing.T) {
 		if got := exitStatus(err) == exitUsage; got != tt.usage {
 			t.Errorf("%q: usage error %v, want %v (%v)", tt.give, got, tt.usage, err)
 		}
-	}
-	// Two grpo points are fine once --grpo names the reference.
-	if _, _, err := runWMRL(t, "bench", "frontier", "--out", filepath.Join(dir, "out"), "--grpo", "G2",
-		"G="+base+":grpo", "G2="+base+":grpo"); err != nil {
-		t.Errorf("--grpo G2: %v", err)
 	}
 }
 
@@ -290,27 +301,13 @@ func TestFrontierPooledAnchor(t *testing.T) {
 	writeFrontierFixture(t, wdup, 7, diff, frontierRun{mode.WMRL, 2, 0.60, 34, 480})
 	a9 := filepath.Join(dir, "a9.json")
 	writeFrontierFixture(t, a9, 7, "", frontierRun{mode.Anchor, 9, 0.60, 34, 480})
-	for _, tt := range []struct {
-		give  []string
-		usage bool
-		want  string
-	}{
+	checkFrontierErrors(t, out, []frontierErrCase{
 		{[]string{"W=" + w1, "W=" + wx}, false, `label "W": ` + w1 + " and " + wx + " were run with different --config"},
 		{[]string{"W=" + w1, "W=" + wdup}, false, "seed 2 appears twice"},
 		{[]string{"--anchor", "A,nope", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor "nope" is not a label`},
 		{[]string{"--anchor", "A,A", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor names "A" twice`},
 		{[]string{"--anchor", "A,A9", "A=" + base + ":anchor", "A9=" + a9}, false, "--anchor A,A9: no seed is in all of them"},
-	} {
-		args := append([]string{"bench", "frontier", "--out", out}, tt.give...)
-		_, _, err := runWMRL(t, args...)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q: %v, want %q", tt.give, err, tt.want)
-			continue
-		}
-		if got := exitStatus(err) == exitUsage; got != tt.usage {
-			t.Errorf("%q: usage error %v, want %v (%v)", tt.give, got, tt.usage, err)
-		}
-	}
+	})
 }
 
 // TestFrontierWorldModel reads the world model from each result's recorded

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -290,30 +291,24 @@ func pool(ps []FrontierPoint, scores map[string]map[uint64]float64, labels []str
 	if _, taken := scores[name]; taken {
 		return "", nil, &ReferenceError{Err: fmt.Errorf("--anchor: the pooled reference's name %q is a point's label", name)}
 	}
-	pl := &AnchorPool{Labels: labels}
-	for s := range scores[labels[0]] {
-		all := true
-		for _, l := range labels[1:] {
-			if _, ok := scores[l][s]; !ok {
-				all = false
-				break
-			}
-		}
-		if all {
-			pl.Seeds = append(pl.Seeds, s)
-		}
-	}
-	if len(pl.Seeds) == 0 {
-		return "", nil, fmt.Errorf("--anchor %s: no seed is in all of them", strings.Join(labels, ","))
-	}
-	slices.Sort(pl.Seeds)
 	mean := map[uint64]float64{}
-	for _, s := range pl.Seeds {
-		sum := 0.0
-		for _, l := range labels {
-			sum += scores[l][s]
+seeds:
+	for s, v := range scores[labels[0]] {
+		sum := v
+		for _, l := range labels[1:] {
+			w, ok := scores[l][s]
+			if !ok {
+				continue seeds
+			}
+			sum += w
 		}
 		mean[s] = sum / float64(len(labels))
+	}
+	if len(mean) == 0 {
+		return "", nil, fmt.Errorf("--anchor %s: no seed is in all of them", strings.Join(labels, ","))
+	}
+	pl := &AnchorPool{Labels: labels, Seeds: slices.Sorted(maps.Keys(mean))}
+	for _, s := range pl.Seeds {
 		pl.HeldOutPerSeed = append(pl.HeldOutPerSeed, mean[s])
 	}
 	pl.HeldOut = MeanSD(pl.HeldOutPerSeed)
