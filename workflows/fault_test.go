@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +33,6 @@ import (
 //
 //	WMRL_FAULT_TEST=1 TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run TestFaultWorkerKilled -v ./workflows
 func TestFaultWorkerKilled(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
-	}
 	faultWorkerKilled(t, faultConfig(t, 2, 0), 1)
 }
 
@@ -45,9 +44,6 @@ func TestFaultWorkerKilled(t *testing.T) {
 //
 //	WMRL_FAULT_TEST=1 TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run TestFaultWorkerKilledPipeline -v ./workflows
 func TestFaultWorkerKilledPipeline(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
-	}
 	faultWorkerKilled(t, faultConfig(t, 10, 1), 2)
 }
 
@@ -57,9 +53,6 @@ func TestFaultWorkerKilledPipeline(t *testing.T) {
 //
 //	WMRL_FAULT_TEST=1 TEMPORAL_ADDRESS=127.0.0.1:7233 go test -run TestFaultWorkerKilledPipelineCarry -v ./workflows
 func TestFaultWorkerKilledPipelineCarry(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
-	}
 	faultWorkerKilled(t, faultConfig(t, 2, 1), 2)
 }
 
@@ -80,9 +73,8 @@ func faultConfig(t *testing.T, k, d int) runconfig.Config {
 // and checks both end at the same checkpoint with the same rows.
 func faultWorkerKilled(t *testing.T, cfg runconfig.Config, at int) {
 	t.Helper()
-	c := dialTemporal(t)
+	c, bin := faultSetup(t)
 	st, dsn := testenv.FreshDB(t)
-	bin := buildBinaries(t)
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -141,13 +133,69 @@ func faultWorkerKilled(t *testing.T, cfg runconfig.Config, at int) {
 	}
 }
 
-type binaries struct{ worker, executor string }
-
-// buildBinaries builds wmrl-worker into a directory the process sandbox's
-// unprivileged user can read (the worker's data directory and logs go
-// there too) and the static executor (testenv.BuildExecutor).
-func buildBinaries(t *testing.T) binaries {
+// faultSetup begins a fault test: it skips unless WMRL_FAULT_TEST=1, runs
+// in parallel with the other fault tests (TestMain lets up to
+// faultParallel of them run at once), and returns a client of the test's
+// own Temporal namespace and the worker binaries set to serve it. The
+// fault tests' workers are real wmrl-worker processes that serve wmrl's
+// standard queue names: a namespace per test keeps each test's tasks to
+// its own workers, so one test's killed or cut-off worker never holds
+// another test's work. Most of a fault test is waiting (an activity's
+// heartbeat timeout, an outage's length), so they overlap well.
+func faultSetup(t *testing.T) (client.Client, binaries) {
 	t.Helper()
+	if os.Getenv("WMRL_FAULT_TEST") != "1" {
+		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
+	}
+	t.Parallel()
+	ns := testNS() + "-" + strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
+	c, _ := testenv.Temporal(t, ns, SearchAttributes())
+	return c, buildBinaries(t, ns)
+}
+
+// binaries is how a fault test starts its worker processes: the shared
+// wmrl-worker and executor binaries, the test's directory (its workers'
+// data directory and logs) and its Temporal namespace.
+type binaries struct{ worker, executor, dir, ns string }
+
+// shared holds the binaries every fault test runs, built once
+// (sharedBinaries) and removed by TestMain.
+var shared struct {
+	once                  sync.Once
+	dir, worker, executor string
+	err                   error
+}
+
+// sharedBinaries builds wmrl-worker and the static executor
+// (testenv.BuildExecutorIn) once per test binary, into a directory the
+// process sandbox's unprivileged user can read.
+func sharedBinaries() (string, string, error) {
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "wmrl-fault-bin-"); shared.err != nil {
+			return
+		}
+		if shared.executor, shared.err = testenv.BuildExecutorIn(shared.dir); shared.err != nil {
+			return
+		}
+		shared.worker = filepath.Join(shared.dir, "wmrl-worker")
+		cmd := exec.Command("go", "build", "-o", shared.worker, "../worker")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			shared.err = fmt.Errorf("build ../worker: %v\n%s", err, out)
+		}
+	})
+	return shared.worker, shared.executor, shared.err
+}
+
+// buildBinaries returns the shared binaries with a directory of the test's
+// own that the process sandbox's unprivileged user can read, removed when
+// the test ends, and the namespace ns.
+func buildBinaries(t *testing.T, ns string) binaries {
+	t.Helper()
+	worker, executor, err := sharedBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "wmrl-fault-")
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +204,7 @@ func buildBinaries(t *testing.T) binaries {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := binaries{worker: filepath.Join(dir, "wmrl-worker"), executor: testenv.BuildExecutor(t)}
-	cmd := exec.Command("go", "build", "-o", b.worker, "../worker")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build ../worker: %v\n%s", err, out)
-	}
-	return b
+	return binaries{worker: worker, executor: executor, dir: dir, ns: ns}
 }
 
 func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
@@ -174,11 +216,11 @@ func startWorker(t *testing.T, b binaries, dsn string) *exec.Cmd {
 // environment ("KEY=value").
 func startWorkerWith(t *testing.T, b binaries, dsn, sandbox string, env ...string) *exec.Cmd {
 	t.Helper()
-	data := filepath.Join(filepath.Dir(b.worker), "data")
-	cmd := exec.Command(b.worker, "--address", deployenv.Read().Address, "--namespace", testNS(), "--database-url", dsn, "--data-dir", data,
+	data := filepath.Join(b.dir, "data")
+	cmd := exec.Command(b.worker, "--address", deployenv.Read().Address, "--namespace", b.ns, "--database-url", dsn, "--data-dir", data,
 		"--sandbox", sandbox, "--executor", b.executor, "--suite-seed", strconv.FormatUint(suite.DefaultSeed, 10))
 	cmd.Env = append(os.Environ(), env...)
-	log, err := os.Create(filepath.Join(filepath.Dir(b.worker), fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
+	log, err := os.Create(filepath.Join(b.dir, fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)
 	}

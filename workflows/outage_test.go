@@ -221,12 +221,8 @@ func runThroughOutage(ctx context.Context, t *testing.T, c tclient.Client, st *s
 }
 
 func TestFaultPostgresOutage(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
-	}
-	c := dialTemporal(t)
+	c, bin := faultSetup(t)
 	st, dsn := testenv.FreshDB(t)
-	bin := buildBinaries(t)
 	cfg := outageConfig(t)
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
@@ -263,13 +259,9 @@ func TestFaultPostgresOutage(t *testing.T) {
 }
 
 func TestFaultDockerOutage(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
-	}
+	c, bin := faultSetup(t)
 	p := testenv.NewTestDockerProxy(t) // skips without an engine
-	c := dialTemporal(t)
 	st, dsn := testenv.FreshDB(t)
-	bin := buildBinaries(t)
 	cfg := outageConfig(t)
 	stamp := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -445,17 +437,13 @@ func stillRunning(ctx context.Context, t *testing.T, c tclient.Client, id string
 //
 //	WMRL_FAULT_TEST=1 go test -run TestFaultLongOutage -v ./workflows
 func TestFaultLongOutage(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault tests")
-	}
+	c, bin := faultSetup(t)
 	d := longOutageFor(t)
-	bin := buildBinaries(t)
-	data := filepath.Join(filepath.Dir(bin.worker), "data")
+	data := filepath.Join(bin.dir, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	mount(t, data, "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs")
-	c := dialTemporal(t)
 	st, dsn := testenv.FreshDB(t)
 	cfg := outageConfig(t)
 	stamp := time.Now().UnixNano()

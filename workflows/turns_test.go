@@ -371,12 +371,8 @@ func TestTurnsHistorySize(t *testing.T) {
 // run with the same seed, and no turn row is duplicated or missing. It runs
 // only with WMRL_FAULT_TEST=1 (and a Temporal server).
 func TestFaultWorkerKilledInTurn(t *testing.T) {
-	if os.Getenv("WMRL_FAULT_TEST") != "1" {
-		t.Skip("set WMRL_FAULT_TEST=1 (and start a Temporal server) to run the fault test")
-	}
-	c := dialTemporal(t)
+	c, bin := faultSetup(t)
 	st, dsn := testenv.FreshDB(t)
-	bin := buildBinaries(t)
 	cfg := tiny(t, mode.WMRL)
 	cfg.SuiteSeed = suite.DefaultSeed
 	cfg.Steps, cfg.ContinueAsNewEvery, cfg.Trajectory.Turns = 3, 2, 3

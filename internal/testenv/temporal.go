@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -69,14 +70,25 @@ func BuildExecutor(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
+	bin, err := BuildExecutorIn(dir)
+	if err != nil {
 		t.Fatal(err)
+	}
+	return bin
+}
+
+// BuildExecutorIn builds the static executor into dir (made readable by
+// every user: the process sandbox runs it as an unprivileged one), for
+// binaries that several tests share, and returns its path.
+func BuildExecutorIn(dir string) (string, error) {
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
 	}
 	bin := filepath.Join(dir, "wmrl-executor")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/wmrl/wmrl/internal/executor/wmrl-executor")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build executor: %v\n%s", err, out)
+		return "", fmt.Errorf("build executor: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
