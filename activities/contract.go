@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -89,29 +90,34 @@ var (
 
 // Register registers every activity of a on r under its contract's name.
 // Each registration checks the method against its contract at compile time.
+// The activities that do not heartbeat themselves are registered alive:
+// they heartbeat while they run when their attempt has a heartbeat timeout.
+// Execute, Update, Evaluate and RefreshWorldModel heartbeat themselves
+// (Evaluate's details are its progress, which an alive heartbeat would
+// overwrite).
 func Register(r worker.ActivityRegistry, a *Activities) {
-	register(r, CreateRun, a.CreateRun)
-	register(r, ResumeRun, a.ResumeRun)
-	registerNone(r, SetRunState, a.SetRunState)
-	registerNone(r, StartStep, a.StartStep)
-	registerNone(r, FinishStep, a.FinishStep)
-	register(r, Generate, a.Generate)
-	register(r, ScoreWorldModel, a.ScoreWorldModel)
+	register(r, CreateRun, alive(a.CreateRun))
+	register(r, ResumeRun, alive(a.ResumeRun))
+	registerNone(r, SetRunState, aliveNone(a.SetRunState))
+	registerNone(r, StartStep, aliveNone(a.StartStep))
+	registerNone(r, FinishStep, aliveNone(a.FinishStep))
+	register(r, Generate, alive(a.Generate))
+	register(r, ScoreWorldModel, alive(a.ScoreWorldModel))
 	register(r, Execute, a.Execute)
-	register(r, RecordAnchors, a.RecordAnchors)
-	register(r, Calibrate, a.Calibrate)
-	register(r, Fuse, a.Fuse)
-	register(r, CalibrateAndFuse, a.CalibrateAndFuse)
-	register(r, AnchorUncertainty, a.AnchorUncertainty)
+	register(r, RecordAnchors, alive(a.RecordAnchors))
+	register(r, Calibrate, alive(a.Calibrate))
+	register(r, Fuse, alive(a.Fuse))
+	register(r, CalibrateAndFuse, alive(a.CalibrateAndFuse))
+	register(r, AnchorUncertainty, alive(a.AnchorUncertainty))
 	register(r, Update, a.Update)
-	register(r, HeldOutTasks, a.HeldOutTasks)
+	register(r, HeldOutTasks, alive(a.HeldOutTasks))
 	register(r, Evaluate, a.Evaluate)
-	register(r, HeldOutScore, a.HeldOutScore)
-	register(r, Preflight, a.Preflight)
-	register(r, PreflightBackends, a.PreflightBackends)
-	register(r, GraderCapacity, a.GraderCapacity)
+	register(r, HeldOutScore, alive(a.HeldOutScore))
+	register(r, Preflight, alive(a.Preflight))
+	register(r, PreflightBackends, alive(a.PreflightBackends))
+	register(r, GraderCapacity, alive(a.GraderCapacity))
 	register(r, RefreshWorldModel, a.RefreshWorldModel)
-	register(r, ReduceTurns, a.ReduceTurns)
+	register(r, ReduceTurns, alive(a.ReduceTurns))
 }
 
 func register[Req, Resp any](r worker.ActivityRegistry, d Activity[Req, Resp], fn func(context.Context, Req) (Resp, error)) {
@@ -120,4 +126,50 @@ func register[Req, Resp any](r worker.ActivityRegistry, d Activity[Req, Resp], f
 
 func registerNone[Req any](r worker.ActivityRegistry, d Activity[Req, None], fn func(context.Context, Req) error) {
 	r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: d.name})
+}
+
+// alive runs fn heartbeating every heartbeatEvery (at most a third of the
+// attempt's heartbeat timeout) when the attempt has a heartbeat timeout
+// (workflows' changeShortHeartbeats gives the control, rollout and
+// world-model activities one): the heartbeats say only that the worker
+// lives, so an attempt held by a killed worker is retried after the
+// heartbeat timeout, not the start-to-close. Without a heartbeat timeout
+// (a local activity, a history recorded before it, a direct call) it is fn.
+func alive[Req, Resp any](fn func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	return func(ctx context.Context, req Req) (Resp, error) {
+		every := beatEvery(ctx)
+		if every == 0 {
+			return fn(ctx, req)
+		}
+		var resp Resp
+		err := beating(ctx, every, func() error {
+			var err error
+			resp, err = fn(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+}
+
+func aliveNone[Req any](fn func(context.Context, Req) error) func(context.Context, Req) error {
+	return func(ctx context.Context, req Req) error {
+		every := beatEvery(ctx)
+		if every == 0 {
+			return fn(ctx, req)
+		}
+		return beating(ctx, every, func() error { return fn(ctx, req) })
+	}
+}
+
+// beatEvery is how often an alive activity heartbeats: heartbeatEvery, at
+// most a third of the attempt's heartbeat timeout; 0 when it has none.
+func beatEvery(ctx context.Context) time.Duration {
+	if !activity.IsActivity(ctx) {
+		return 0
+	}
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity || info.HeartbeatTimeout <= 0 {
+		return 0
+	}
+	return min(heartbeatEvery, info.HeartbeatTimeout/3)
 }

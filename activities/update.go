@@ -265,10 +265,15 @@ func (a *Activities) runSettings(ctx context.Context, run string) (backend.Polic
 
 // withHeartbeat runs fn, heartbeating every heartbeatEvery until it returns.
 func withHeartbeat(ctx context.Context, fn func() error) error {
+	return beating(ctx, heartbeatEvery, fn)
+}
+
+// beating runs fn heartbeating (without details) every interval.
+func beating(ctx context.Context, every time.Duration, fn func() error) error {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
-		tick := time.NewTicker(heartbeatEvery)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -26,6 +27,9 @@ import (
 type fake struct {
 	mu    sync.Mutex
 	calls map[string]int
+	// heartbeats records the heartbeat timeout of HeldOutTasks's attempts
+	// (changeShortHeartbeats).
+	heartbeats map[string]time.Duration
 	// executed lists the (step, group) of every Execute call.
 	executed [][2]int
 	// failExec makes Execute of these groups fail as a sandbox error; with
@@ -127,6 +131,16 @@ func wmHashOf(s int) string { return fmt.Sprintf("%064x", s+1) }
 
 // register mocks every activity of a on env. updateDelay delays Update on
 // the workflow clock (0: none).
+// heartbeat records the heartbeat timeout of the attempt of activity name.
+func (f *fake) heartbeat(ctx context.Context, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.heartbeats == nil {
+		f.heartbeats = map[string]time.Duration{}
+	}
+	f.heartbeats[name] = activity.GetInfo(ctx).HeartbeatTimeout
+}
+
 func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time.Duration) {
 	var a *activities.Activities
 	env.OnActivity(a.CreateRun, mock.Anything, mock.Anything).Return(
@@ -305,7 +319,8 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 				Pairs: 4 * (r.Step + 1)}, nil
 		}).Maybe()
 	env.OnActivity(a.HeldOutTasks, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, r activities.HeldOutTasksRequest) (activities.HeldOutTasksResponse, error) {
+		func(ctx context.Context, r activities.HeldOutTasksRequest) (activities.HeldOutTasksResponse, error) {
+			f.heartbeat(ctx, "HeldOutTasks")
 			f.count("HeldOutTasks")
 			return activities.HeldOutTasksResponse{TaskIDs: []string{"h0", "h1"}}, nil
 		}).Maybe()

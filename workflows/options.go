@@ -76,16 +76,28 @@ func withLocalControl(ctx workflow.Context, cfg runconfig.Config) workflow.Conte
 	})
 }
 
+// shortHeartbeat is the heartbeat timeout of the control, rollout and
+// world-model activities from changeShortHeartbeats on (their workers
+// heartbeat every few seconds while they run, activities.Register), so a
+// worker killed while it holds one costs its step this long, not the
+// 2-minute start-to-close; 0 (none) in histories recorded before it.
+func shortHeartbeat(ctx workflow.Context) time.Duration {
+	if workflow.GetVersion(ctx, changeShortHeartbeats, workflow.DefaultVersion, 1) >= 1 {
+		return 30 * time.Second
+	}
+	return 0
+}
+
 func withControl(ctx workflow.Context) workflow.Context {
-	return options(ctx, activityOptions{queue: QueueControl, startToClose: 2 * time.Minute})
+	return options(ctx, activityOptions{queue: QueueControl, startToClose: 2 * time.Minute, heartbeat: shortHeartbeat(ctx)})
 }
 
 func withRollout(ctx workflow.Context) workflow.Context {
-	return options(ctx, activityOptions{queue: QueueRollout, startToClose: 2 * time.Minute})
+	return options(ctx, activityOptions{queue: QueueRollout, startToClose: 2 * time.Minute, heartbeat: shortHeartbeat(ctx)})
 }
 
 func withWorldModel(ctx workflow.Context) workflow.Context {
-	return options(ctx, activityOptions{queue: QueueWorldModel, startToClose: 2 * time.Minute})
+	return options(ctx, activityOptions{queue: QueueWorldModel, startToClose: 2 * time.Minute, heartbeat: shortHeartbeat(ctx)})
 }
 
 // withRefresh runs RefreshWorldModel on the worldmodel queue: a worker's

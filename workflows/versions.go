@@ -162,4 +162,13 @@ const (
 	// flight to complete. Recorded: testdata/pipe_carry_*.json
 	// (TestIntegrationPipelineCarry).
 	changePipelineCarry = "pipeline-carry"
+	// changeShortHeartbeats (version 1): the control, rollout and world-model
+	// activities (withControl, withRollout, withWorldModel: 2-minute
+	// start-to-close) get a heartbeat timeout of shortHeartbeat, and their
+	// workers heartbeat while they run (activities.Register): an attempt
+	// held by a killed worker is retried after the heartbeat timeout
+	// instead of the start-to-close. Activity options change no command:
+	// the version only keeps recorded histories' options as they were.
+	// Recorded: testdata/beat_*.json.
+	changeShortHeartbeats = "short-heartbeats"
 )
