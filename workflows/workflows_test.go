@@ -281,31 +281,6 @@ func TestRunContinueAsNewCarriesState(t *testing.T) {
 	}
 }
 
-// From changeShortHeartbeats on, the control, rollout and world-model
-// activities are scheduled with a heartbeat timeout (their workers
-// heartbeat while they run), so a killed worker's attempt is retried after
-// it rather than after the 2-minute start-to-close. Here the run's
-// HeldOutTasks (control); the step's Generate and ScoreWorldModel are
-// checked in a history the server recorded (TestShortHeartbeatsRecorded:
-// the SDK's test environment caps a child workflow's activity heartbeat
-// timeout at its schedule-to-close, 0 here, where the server caps it at the
-// start-to-close).
-func TestShortHeartbeats(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	cfg := tiny(t, mode.WMRL)
-	cfg.Steps, cfg.Eval.Every, cfg.ContinueAsNewEvery = 1, 1, 10
-	env := newEnv(t, &s)
-	f := &fake{}
-	f.register(env, 0)
-	env.ExecuteWorkflow(TrainingRun, RunInput{RunID: "r", Config: cfg})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if d, ok := f.heartbeats["HeldOutTasks"]; !ok || d != 30*time.Second {
-		t.Errorf("HeldOutTasks: heartbeat timeout %v (ran: %v), want 30s", d, ok)
-	}
-}
-
 func TestRunEvaluatesEveryE(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	cfg := tiny(t, mode.Mix)
@@ -320,6 +295,18 @@ func TestRunEvaluatesEveryE(t *testing.T) {
 	// After step 2 and at the end (4): two evaluations of two tasks.
 	if f.n("HeldOutScore") != 2 || f.n("Evaluate") != 4 {
 		t.Fatalf("calls %v", f.calls)
+	}
+	// From changeShortHeartbeats on, the control, rollout and world-model
+	// activities are scheduled with a heartbeat timeout (their workers
+	// heartbeat while they run), so a killed worker's attempt is retried
+	// after it rather than after the 2-minute start-to-close. Here the
+	// run's HeldOutTasks (control); the step's Generate and ScoreWorldModel
+	// are checked in a history the server recorded
+	// (TestShortHeartbeatsRecorded: the SDK's test environment caps a child
+	// workflow's activity heartbeat timeout at its schedule-to-close, 0
+	// here, where the server caps it at the start-to-close).
+	if d, ok := f.heartbeats["HeldOutTasks"]; !ok || d != 30*time.Second {
+		t.Errorf("HeldOutTasks: heartbeat timeout %v (ran: %v), want 30s", d, ok)
 	}
 }
 
