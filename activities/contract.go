@@ -137,12 +137,8 @@ func registerNone[Req any](r worker.ActivityRegistry, d Activity[Req, None], fn 
 // (a local activity, a history recorded before it, a direct call) it is fn.
 func alive[Req, Resp any](fn func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
 	return func(ctx context.Context, req Req) (Resp, error) {
-		every := beatEvery(ctx)
-		if every == 0 {
-			return fn(ctx, req)
-		}
 		var resp Resp
-		err := beating(ctx, every, func() error {
+		err := whileAlive(ctx, func() error {
 			var err error
 			resp, err = fn(ctx, req)
 			return err
@@ -151,14 +147,19 @@ func alive[Req, Resp any](fn func(context.Context, Req) (Resp, error)) func(cont
 	}
 }
 
+// aliveNone is alive for an activity that returns only an error.
 func aliveNone[Req any](fn func(context.Context, Req) error) func(context.Context, Req) error {
 	return func(ctx context.Context, req Req) error {
-		every := beatEvery(ctx)
-		if every == 0 {
-			return fn(ctx, req)
-		}
-		return beating(ctx, every, func() error { return fn(ctx, req) })
+		return whileAlive(ctx, func() error { return fn(ctx, req) })
 	}
+}
+
+// whileAlive runs fn, heartbeating every beatEvery(ctx) when that is not 0.
+func whileAlive(ctx context.Context, fn func() error) error {
+	if every := beatEvery(ctx); every > 0 {
+		return beating(ctx, every, fn)
+	}
+	return fn()
 }
 
 // beatEvery is how often an alive activity heartbeats: heartbeatEvery, at

@@ -27,9 +27,9 @@ import (
 type fake struct {
 	mu    sync.Mutex
 	calls map[string]int
-	// heartbeats records the heartbeat timeout of HeldOutTasks's attempts
-	// (changeShortHeartbeats).
-	heartbeats map[string]time.Duration
+	// heldOutHeartbeat is the heartbeat timeout of the last HeldOutTasks
+	// attempt (changeShortHeartbeats).
+	heldOutHeartbeat time.Duration
 	// executed lists the (step, group) of every Execute call.
 	executed [][2]int
 	// failExec makes Execute of these groups fail as a sandbox error; with
@@ -131,16 +131,6 @@ func wmHashOf(s int) string { return fmt.Sprintf("%064x", s+1) }
 
 // register mocks every activity of a on env. updateDelay delays Update on
 // the workflow clock (0: none).
-// heartbeat records the heartbeat timeout of the attempt of activity name.
-func (f *fake) heartbeat(ctx context.Context, name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.heartbeats == nil {
-		f.heartbeats = map[string]time.Duration{}
-	}
-	f.heartbeats[name] = activity.GetInfo(ctx).HeartbeatTimeout
-}
-
 func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time.Duration) {
 	var a *activities.Activities
 	env.OnActivity(a.CreateRun, mock.Anything, mock.Anything).Return(
@@ -320,7 +310,9 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment, updateDelay time
 		}).Maybe()
 	env.OnActivity(a.HeldOutTasks, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, r activities.HeldOutTasksRequest) (activities.HeldOutTasksResponse, error) {
-			f.heartbeat(ctx, "HeldOutTasks")
+			f.mu.Lock()
+			f.heldOutHeartbeat = activity.GetInfo(ctx).HeartbeatTimeout
+			f.mu.Unlock()
 			f.count("HeldOutTasks")
 			return activities.HeldOutTasksResponse{TaskIDs: []string{"h0", "h1"}}, nil
 		}).Maybe()
