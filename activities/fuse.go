@@ -107,7 +107,15 @@ func (a *Activities) Fuse(ctx context.Context, req FuseRequest) (FuseResponse, e
 	if len(req.AnchorWeights) > 0 {
 		weights = req.AnchorWeights
 	}
-	batch, st, stats := fusion.StepSelective(trajectoriesOf(ts), req.Mode, req.Anchors, weights, req.Selective, m,
+	fts := trajectoriesOf(ts)
+	if req.DenoiseConfig.Memory {
+		mem, err := a.memory(ctx, req.RunID, req.Step, ts)
+		if err != nil {
+			return FuseResponse{}, err
+		}
+		mem.Fill(fts)
+	}
+	batch, st, stats := fusion.StepSelective(fts, req.Mode, req.Anchors, weights, req.Selective, m,
 		req.Denoise, req.DenoiseConfig, req.Advantage)
 	batch.Run, batch.Step = req.RunID, req.Step
 	if err := writeJSON(a.batchPath(req.RunID, req.Step), batch); err != nil {
@@ -121,6 +129,30 @@ func (a *Activities) Fuse(ctx context.Context, req FuseRequest) (FuseResponse, e
 		return FuseResponse{}, err
 	}
 	return FuseResponse{Denoise: st, Rho: batch.Rho, Stats: stats}, nil
+}
+
+// memory is execution memory for step (denoise.Config.Memory): the run's
+// real executions at earlier steps of the step's tasks. Those steps are
+// fused before this one (their denoiser state is this step's input), so
+// their executions are all stored and a retry reads the same ones.
+func (a *Activities) memory(ctx context.Context, run string, step int, ts []store.Trajectory) (fusion.Memory, error) {
+	var tasks []string
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if !seen[t.TaskID] {
+			seen[t.TaskID] = true
+			tasks = append(tasks, t.TaskID)
+		}
+	}
+	earlier, err := a.Store.ExecutedBefore(ctx, run, step, tasks)
+	if err != nil {
+		return fusion.Memory{}, err
+	}
+	es := make([]fusion.Execution, len(earlier))
+	for i, t := range earlier {
+		es[i] = fusion.Execution{TaskID: t.TaskID, Program: t.Program, Score: t.Exec.Score}
+	}
+	return fusion.NewMemory(es), nil
 }
 
 // trajectoriesOf is what fusion reads of the stored trajectories.

@@ -16,6 +16,7 @@ import (
 	"github.com/wmrl/wmrl/internal/anchors"
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/backend/builtin"
+	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/grpoloop"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/suite"
@@ -38,11 +39,13 @@ type policyTrajectory struct {
 
 // onPolicyVariant is one world model replayed over the trajectories.
 type onPolicyVariant struct {
-	Name     string                 `json:"name"`
-	Features worldmodel.FeatureSet  `json:"features"`
-	Every    int                    `json:"refresh_every,omitempty"`
-	HalfLife float64                `json:"half_life,omitempty"`
-	Ranges   []worldmodel.StepRange `json:"ranges"`
+	Name     string                `json:"name"`
+	Features worldmodel.FeatureSet `json:"features"`
+	Every    int                   `json:"refresh_every,omitempty"`
+	HalfLife float64               `json:"half_life,omitempty"`
+	// Memory: scored with execution memory (--memory).
+	Memory bool                   `json:"memory,omitempty"`
+	Ranges []worldmodel.StepRange `json:"ranges"`
 }
 
 type onPolicyReport struct {
@@ -65,6 +68,7 @@ func newWorldModelOnPolicyCmd(options suiteOptionsFunc) *cobra.Command {
 		baseLog      string
 		modelPaths   = map[worldmodel.FeatureSet]*string{worldmodel.FeaturesV1: new(string), worldmodel.FeaturesV2: new(string)}
 		asJSON       bool
+		memory       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "onpolicy [--suite-seed N] [--seed N] [--steps N] [--refresh-every E] [--half-life H] [--save F | --load F]",
@@ -86,6 +90,11 @@ of the step's groups, as 'wmrl worldmodel anchors --executed' does:
                    this seed would pick, 2 of 8), scoring steps s+1.. (so
                    always out of sample)
   v1+rH, v2+rH     the same with world_model.refresh.half_life H
+  ...+m            with --memory, each of them with execution memory
+                   (denoise.memory): a program an anchor group executed on
+                   the same task at an earlier step scores its real score
+                   (the run's update reads it in place of the calibrated
+                   world-model score; here the others keep their raw one)
 
 The frozen models' training data is regenerated (1536 executions) or read
 from --base-log (the JSON lines of 'wmrl worldmodel fit --log'), and checked
@@ -205,6 +214,14 @@ trajectories as JSON lines; --load reads them instead of running the loop.`,
 					return err
 				}
 				rep.Variants = append(rep.Variants, onPolicyVariant{Name: v.name, Features: v.fs, Every: v.every, HalfLife: v.hl, Ranges: r})
+				if memory {
+					r, err := worldmodel.OnPolicy(rememberPairs(pairs, trs), every)
+					if err != nil {
+						return err
+					}
+					rep.Variants = append(rep.Variants, onPolicyVariant{Name: v.name + "+m", Features: v.fs, Every: v.every, HalfLife: v.hl,
+						Memory: true, Ranges: r})
+				}
 			}
 			if asJSON {
 				return writeSuiteJSON(cmd.OutOrStdout(), rep)
@@ -225,6 +242,7 @@ trajectories as JSON lines; --load reads them instead of running the loop.`,
 	f.StringVar(modelPaths[worldmodel.FeaturesV1], "model", "", "the v1 world model (default: the stored one)")
 	f.StringVar(modelPaths[worldmodel.FeaturesV2], "model-v2", "", "the v2 world model (default: the stored one)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.BoolVar(&memory, "memory", false, "also replay each world model with execution memory (denoise.memory): columns +m")
 	return cmd
 }
 
@@ -399,4 +417,34 @@ func readJSONLines(path string, decode func(*json.Decoder) error) error {
 		}
 	}
 	return nil
+}
+
+// rememberPairs is pairs with execution memory (denoise.memory): a
+// trajectory whose task and program an anchor group executed at an earlier
+// step is scored by that real score (the mean of them), as fusion.Memory
+// gives it to the update; the others keep the world model's. pairs[i] is
+// trs[i]'s, and trs is in step order.
+func rememberPairs(pairs []worldmodel.Pair, trs []policyTrajectory) []worldmodel.Pair {
+	out := append([]worldmodel.Pair(nil), pairs...)
+	var earlier []fusion.Execution
+	lo := 0
+	for lo < len(trs) {
+		hi := lo
+		for hi < len(trs) && trs[hi].Step == trs[lo].Step {
+			hi++
+		}
+		mem := fusion.NewMemory(earlier)
+		for i := lo; i < hi; i++ {
+			if v, ok := mem.Score(trs[i].Task, trs[i].Program); ok {
+				out[i].WM = v
+			}
+		}
+		for _, t := range trs[lo:hi] {
+			if t.Anchor {
+				earlier = append(earlier, fusion.Execution{TaskID: t.Task, Program: t.Program, Score: t.Score})
+			}
+		}
+		lo = hi
+	}
+	return out
 }

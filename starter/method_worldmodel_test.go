@@ -172,6 +172,26 @@ func TestWorldModelOnPolicy(t *testing.T) {
 	if err != nil || again != out {
 		t.Fatalf("report from the saved trajectories differs (%v):\n%s\n%s", err, out, again)
 	}
+	// --memory adds each replay with execution memory, the same as it on
+	// step 0 (nothing was executed before it).
+	mout, err := runWorldModelCmd(t, cache, append(args, "--load", traj, "--memory")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mrep onPolicyReport
+	if err := json.Unmarshal([]byte(mout), &mrep); err != nil {
+		t.Fatalf("decode %q: %v", mout, err)
+	}
+	names = nil
+	for i, v := range mrep.Variants {
+		names = append(names, v.Name)
+		if i%2 == 1 && (!v.Memory || v.Ranges[0] != mrep.Variants[i-1].Ranges[0]) {
+			t.Errorf("variant %s: memory %v, step 0 %+v, without memory %+v", v.Name, v.Memory, v.Ranges[0], mrep.Variants[i-1].Ranges[0])
+		}
+	}
+	if got := strings.Join(names, ","); got != "v1,v1+m,v1+r,v1+r+m,v1+r1,v1+r1+m,v2,v2+m,v2+r,v2+r+m,v2+r1,v2+r1+m" {
+		t.Fatalf("variants with --memory: %s", got)
+	}
 	// Models fitted on other executions are refused; so is a v1 model as v2.
 	other := filepath.Join(dir, "other.json")
 	if _, err := runWorldModelCmd(t, cache, "fit", "--samples-per-task", "4", "--seed", "9", "--features", "v2", "--out", other); err != nil {
@@ -191,5 +211,32 @@ func TestWorldModelOnPolicy(t *testing.T) {
 	}
 	if _, err := runWorldModelCmd(t, cache, "onpolicy", "--steps", "0"); err == nil || !strings.Contains(err.Error(), "steps") {
 		t.Errorf("--steps 0: %v", err)
+	}
+}
+
+// rememberPairs scores a trajectory by an anchor's real score of its task
+// and program at an earlier step, never at its own step, never another
+// task's or a world-model group's.
+func TestRememberPairs(t *testing.T) {
+	trs := []policyTrajectory{
+		{Step: 0, Task: "a", Program: "p", Score: 0.7, Anchor: true},
+		{Step: 0, Task: "a", Program: "p", Score: 0.7},               // same step
+		{Step: 0, Task: "b", Program: "q", Score: 0.2},               // a world-model group's
+		{Step: 1, Task: "a", Program: "p", Score: 0.5, Anchor: true}, // remembered (a grader that varies)
+		{Step: 1, Task: "a", Program: "p", Score: 0.7},               // remembered
+		{Step: 1, Task: "b", Program: "p", Score: 0.4},               // another task
+		{Step: 1, Task: "b", Program: "q", Score: 0.2},               // never anchored
+		{Step: 2, Task: "a", Program: "p", Score: 0.1},               // mean of steps 0 and 1
+	}
+	pairs := make([]worldmodel.Pair, len(trs))
+	for i := range pairs {
+		pairs[i] = worldmodel.Pair{Step: trs[i].Step, WM: -1, Env: trs[i].Score}
+	}
+	got := rememberPairs(pairs, trs)
+	want := []float64{-1, -1, -1, 0.7, 0.7, -1, -1, 0.6}
+	for i := range got {
+		if got[i].WM != want[i] || pairs[i].WM != -1 {
+			t.Errorf("trajectory %d: %v (input %v), want %v", i, got[i].WM, pairs[i].WM, want[i])
+		}
 	}
 }

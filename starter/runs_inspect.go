@@ -309,6 +309,9 @@ func printInspect(w io.Writer, r inspectReport, limit int) error {
 		if m.Scoring != nil {
 			fmt.Fprintf(&b, "selective    %s\n", m.Scoring)
 		}
+		if m.Remembered > 0 {
+			fmt.Fprintf(&b, "memory       %d trajectories scored by an earlier execution of their program on their task\n", m.Remembered)
+		}
 		if m.ImportanceRatioMean != 0 {
 			fmt.Fprintf(&b, "update       importance ratio mean %.4f, max %.4f\n", m.ImportanceRatioMean, m.ImportanceRatioMax)
 		}

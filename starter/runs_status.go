@@ -474,6 +474,9 @@ func stepLine(s workflows.StepSummary, h *workflows.HeldOut, tc *turnCost) strin
 	if m.Scoring != nil {
 		line += ", " + m.Scoring.String()
 	}
+	if m.Remembered > 0 {
+		line += fmt.Sprintf(", %d remembered", m.Remembered)
+	}
 	if m.ImportanceRatioMean != 0 {
 		line += fmt.Sprintf(", ratio %.3f (max %.3f)", m.ImportanceRatioMean, m.ImportanceRatioMax)
 	}

@@ -31,3 +31,21 @@ func TestScoringShown(t *testing.T) {
 		}
 	}
 }
+
+// A step with execution memory shows its count in status's step line and
+// inspect's text; one that remembered nothing shows none.
+func TestRememberedShown(t *testing.T) {
+	for _, n := range []int{5, 0} {
+		m := stepsummary.Step{Remembered: n}
+		line := stepLine(workflows.StepSummary{Step: 2, Metrics: m}, nil, nil)
+		var b strings.Builder
+		if err := printInspect(&b, inspectReport{Run: "r", Metrics: inspectMetrics{Step: &m}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		shown := strings.HasSuffix(line, ", 5 remembered") && strings.Contains(b.String(), "memory       5 trajectories scored by an earlier execution")
+		hidden := !strings.Contains(line, "remembered") && !strings.Contains(b.String(), "memory ")
+		if (n > 0 && !shown) || (n == 0 && !hidden) {
+			t.Errorf("%d remembered: step line %q, inspect %q", n, line, b.String())
+		}
+	}
+}

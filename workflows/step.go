@@ -730,6 +730,11 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	if s.selection != nil {
 		m.Scoring = fused.Stats.Scoring
 	}
+	// Only runs with denoise.memory, which no history recorded before it
+	// has, read the count: no command changes, no version (versions.go).
+	if s.cfg.Denoise.Memory {
+		m.Remembered = fused.Stats.Remembered
+	}
 	if s.version >= 1 {
 		// Every execution has a verdict here; a trajectory is ungraded only
 		// when the grader's verdict left it without a score.

@@ -119,6 +119,9 @@ func stepLine(step int, res StepResult) string {
 	if m.Scoring != nil {
 		s += ", " + m.Scoring.String()
 	}
+	if m.Remembered > 0 {
+		s += fmt.Sprintf(", %d remembered", m.Remembered)
+	}
 	if res.Calibration != nil {
 		s += fmt.Sprintf(", bias %+.4f → %+.4f (%d pairs)", m.BiasBefore, m.BiasAfter, m.CalibrationPairs)
 	}

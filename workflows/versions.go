@@ -172,3 +172,8 @@ const (
 	// Recorded: testdata/beat_*.json.
 	changeShortHeartbeats = "short-heartbeats"
 )
+
+// Not a change: execution memory (denoise.memory) is read by Fuse from the
+// request's denoiser configuration, and a step of a run with it copies
+// Fuse's count into its metrics (stepsummary.Step.Remembered). It adds no
+// command, and no history recorded before the field existed has it set.

@@ -115,6 +115,12 @@ type Config struct {
 	// difference from its own scores on the anchors; estimator.go). Left
 	// out of the JSON when "", the behaviour before the field existed.
 	Estimator string `json:"estimator,omitempty"`
+	// Memory gives a world-model-scored trajectory whose task and
+	// program the run executed at an earlier step that execution's real
+	// score (the mean of them) in place of its calibrated world-model
+	// score, anchors included (memory.go). Left out of the JSON when
+	// false, the behaviour before the field existed.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // EffectiveRho returns rho raised, when cfg.WMShareMax caps it, to the

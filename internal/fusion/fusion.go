@@ -23,6 +23,11 @@ type Trajectory struct {
 	WM *float64
 	// Env is r_env, nil when it has no execution result.
 	Env *float64
+	// Known is the run's real score of the same program on the same task
+	// at an earlier step (Memory.Fill; denoise.Config.Memory), nil when
+	// there is none or memory is off. Where set, Step reads it instead of
+	// the calibrated world-model score.
+	Known *float64
 }
 
 // Stats summarises a fused batch.
@@ -43,6 +48,11 @@ type Stats struct {
 	// Gate is the signal gate's decision (denoise.Gate) in a mode that
 	// denoises with a gate (denoise.Config.SignalWindow > 0); nil otherwise.
 	Gate *denoise.Gate `json:"gate,omitempty"`
+	// Remembered counts the trajectories whose world-model score Step
+	// read from an earlier execution (Trajectory.Known): the rewards of
+	// world-model trajectories, and the denoiser's and the control's
+	// scores of anchor trajectories. Left out of the JSON when 0.
+	Remembered int `json:"remembered,omitempty"`
 	// Scoring is selective scoring's decision (StepSelective with a
 	// Selection): how many world-model groups kept their scores in the
 	// update and how many were left out. Nil without selective scoring.
@@ -167,7 +177,13 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 		_, ok := slices.BinarySearch(sel.LeftOut, g)
 		return ok
 	}
+	// scored: the trajectory has a world-model score, its own or an
+	// earlier execution's (Known).
+	scored := func(t Trajectory) bool { return t.WM != nil || t.Known != nil }
 	wmOf := func(t Trajectory) float64 {
+		if t.Known != nil {
+			return *t.Known
+		}
 		if pc.Debias {
 			return m.Apply(*t.WM)
 		}
@@ -193,12 +209,15 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 			nWM++
 			sumWM += *t.WM
 		}
+		if t.Known != nil && !pc.ExecuteAll {
+			stats.Remembered++
+		}
 		switch {
 		case pc.ExecuteAll || it.Anchor:
 			if t.Env != nil {
 				it.Graded, it.Reward = true, *t.Env
 			}
-		case t.WM != nil:
+		case scored(t):
 			it.Graded, it.Reward = true, wmOf(t)
 		}
 		if it.Graded {
@@ -237,7 +256,7 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 			}
 			var d, y []float64
 			for _, t := range ts[g.lo:g.hi] {
-				if t.Env != nil && t.WM != nil {
+				if t.Env != nil && scored(t) {
 					d = append(d, wmOf(t))
 					y = append(y, *t.Env)
 				}
@@ -327,7 +346,7 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 			d := make([]float64, g.hi-g.lo)
 			both := make([]bool, g.hi-g.lo)
 			for j, t := range ts[g.lo:g.hi] {
-				if items[g.lo+j].Graded && t.WM != nil {
+				if items[g.lo+j].Graded && scored(t) {
 					d[j], both[j] = wmOf(t), true
 				}
 			}

@@ -128,6 +128,9 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Mode = mode.Debias }, "denoise.estimator:"},
 		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.SignalWindow = 0 }, "denoise.estimator:"},
 		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.WMShareMax = 0.5 }, "denoise.estimator:"},
+		{func(c *Config) { c.Denoise.Memory = true; c.Mode = mode.Anchor }, "denoise.memory:"},
+		{func(c *Config) { c.Denoise.Memory = true; c.Mode = mode.GRPO }, "denoise.memory:"},
+		{func(c *Config) { c.Denoise.Memory = true; c.Trajectory.Turns = 3 }, "denoise.memory:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.GRPO }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.Anchor }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.WM }, "anchors.selective.enabled:"},
@@ -869,5 +872,31 @@ func TestDenoiseEstimator(t *testing.T) {
 	}
 	if _, err := Parse(Default(), []byte("denoise:\n  estimator: ppi\n")); err == nil || !strings.Contains(err.Error(), "denoise.estimator") {
 		t.Errorf("bad estimator: %v", err)
+	}
+}
+
+// TestDenoiseMemory: denoise.memory parses from YAML into the denoiser's
+// configuration, which carries it to Fuse, and is left out of both JSONs
+// when off.
+func TestDenoiseMemory(t *testing.T) {
+	c, err := Parse(Default(), []byte("denoise:\n  memory: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DenoiseConfig().Memory {
+		t.Errorf("parsed %+v", c.Denoise)
+	}
+	for _, v := range []any{Default(), Default().DenoiseConfig()} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "memory\"") {
+			t.Errorf("memory in the default's JSON: %s", raw)
+		}
+	}
+	_, err = Parse(Default(), []byte("mode: anchor\ndenoise:\n  memory: true\n"))
+	if want := "denoise.memory: line 3:"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("memory in mode anchor: %v, want an error starting %q", err, want)
 	}
 }

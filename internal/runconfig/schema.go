@@ -175,6 +175,11 @@ type Denoise struct {
 	// "difference" (the no-harm difference estimator); omitted from the
 	// JSON when "", so earlier runs' configurations encode as they did.
 	Estimator string `yaml:"estimator" json:"estimator,omitempty"`
+	// Memory scores a program the run already executed on the same task
+	// at an earlier step by that real score instead of the world model's
+	// (denoise.Config); omitted from the JSON when false, so earlier
+	// runs' configurations encode as they did.
+	Memory bool `yaml:"memory" json:"memory,omitempty"`
 }
 
 // Advantage configures the GRPO advantages: the fields of advantage.Config
@@ -481,7 +486,7 @@ func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
 
 func (d Denoise) config() denoise.Config {
 	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor,
-		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax, Estimator: d.Estimator}
+		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax, Estimator: d.Estimator, Memory: d.Memory}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded

@@ -166,10 +166,6 @@ func (c Config) checkActive() error {
 	return nil
 }
 
-// checkSelective checks anchors.selective: read only when it is enabled,
-// and then only in a mode that trains on calibrated world-model scores next
-// to anchor pairs (the uncertainty comes from those pairs, and the decision
-// is about world-model groups).
 // checkEstimator checks denoise.estimator against the rest of the
 // configuration (each field alone is checked by denoise.Config.Validate).
 func (c Config) checkEstimator() error {
@@ -190,6 +186,28 @@ func (c Config) checkEstimator() error {
 	return nil
 }
 
+// checkMemory checks denoise.memory: it replaces world-model scores, so it
+// needs a mode that trains on them next to executions, and it keys a real
+// score by (task, program), which is a trajectory's whole action only when
+// it has one turn.
+func (c Config) checkMemory() error {
+	if !c.Denoise.Memory {
+		return nil
+	}
+	if pc := c.Mode.Pieces(); !pc.Denoise || pc.ExecuteAll {
+		return bad("denoise.memory", "replaces world-model scores by earlier executions; mode %s does not fuse the two (want wmrl or denoise)", c.Mode)
+	}
+	if c.Trajectory.Turns > 1 {
+		return bad("denoise.memory", "keys an execution by its task and program; with trajectory.turns %d a trajectory's score depends on its turns too",
+			c.Trajectory.Turns)
+	}
+	return nil
+}
+
+// checkSelective checks anchors.selective: read only when it is enabled,
+// and then only in a mode that trains on calibrated world-model scores next
+// to anchor pairs (the uncertainty comes from those pairs, and the decision
+// is about world-model groups).
 func (c Config) checkSelective() error {
 	s := c.Anchors.Selective
 	if !s.Enabled {
@@ -361,8 +379,9 @@ func (c Config) checks() []func() error {
 			{"signal_window", func(d *Denoise, s Denoise) { d.SignalWindow = s.SignalWindow }, nil},
 			{"wm_share_max", func(d *Denoise, s Denoise) { d.WMShareMax = s.WMShareMax }, func(s Denoise) float64 { return s.WMShareMax }},
 			{"estimator", func(d *Denoise, s Denoise) { d.Estimator = s.Estimator }, nil},
+			{"memory", func(d *Denoise, s Denoise) { d.Memory = s.Memory }, nil},
 		})...)
-	checks = append(checks, c.checkEstimator)
+	checks = append(checks, c.checkEstimator, c.checkMemory)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{
 			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},

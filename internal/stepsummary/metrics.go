@@ -86,6 +86,11 @@ type Step struct {
 	// were left out (weight 0) as their task's uncertainty was above the
 	// cut. Nil in runs without it.
 	Scoring *anchors.Scoring `json:"scoring,omitempty"`
+	// Remembered counts the trajectories whose world-model score the
+	// update read from the run's earlier execution of the same program on
+	// the same task (denoise.memory; fusion.Stats.Remembered). 0, and left
+	// out of the JSON, in runs without it.
+	Remembered int `json:"remembered,omitempty"`
 	// Stages are the step's stage intervals (workflow change
 	// stage-times): timings, like CPUSeconds, never an input of the
 	// training. Left out of the JSON when not recorded.

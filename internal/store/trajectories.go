@@ -381,6 +381,23 @@ func (s *Store) AnchorTrajectories(ctx context.Context, run string) ([]Trajector
 	return ts, nil
 }
 
+// ExecutedBefore returns the trajectories of a run that have a real
+// execution, at steps before step, on the given tasks, in (step, group,
+// sample) order: execution memory's record (fusion.Memory).
+func (s *Store) ExecutedBefore(ctx context.Context, run string, step int, tasks []string) ([]Trajectory, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+trajectoryColumns+` FROM trajectories
+		WHERE run_id = $1 AND step < $2 AND status IS NOT NULL AND task_id = ANY($3)
+		ORDER BY step, grp, sample`, run, step, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("executed before step %d: %w", step, err)
+	}
+	ts, err := pgx.CollectRows(rows, scanTrajectory)
+	if err != nil {
+		return nil, fmt.Errorf("executed before step %d: %w", step, err)
+	}
+	return ts, nil
+}
+
 // ExecutedTrajectories returns every trajectory of a run that has a real
 // execution, anchor or not, scored by the world model or not, in (step,
 // group, sample) order: in grpo every trajectory, in the anchor modes the
