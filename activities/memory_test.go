@@ -3,8 +3,11 @@ package activities
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // TestFuseMemory drives a wmrl run with denoise.memory through the
@@ -71,4 +74,39 @@ func TestFuseMemory(t *testing.T) {
 		t.Fatalf("%d world-model trajectories remembered, %d not: the run shows nothing", hits, misses)
 	}
 	t.Logf("%d world-model trajectories remembered, %d scored by the world model", hits, misses)
+}
+
+// FinishStep sets wmrl_remembered_trajectories for a run with memory, to 0
+// when its step remembered nothing, and leaves it out for a run without.
+func TestFinishStepRemembered(t *testing.T) {
+	a, _ := newTestActivities(t)
+	reg := prometheus.NewRegistry()
+	rec, err := telemetry.NewRecorder(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Metrics = rec
+	ctx := t.Context()
+	for _, run := range []string{"with", "without"} {
+		cfg := tinyConfig(t)
+		cfg.Denoise.Memory = run == "with"
+		if _, err := a.CreateRun(ctx, CreateRunRequest{RunID: run, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step, n := range []int{5, 0} {
+		for _, run := range []string{"with", "without"} {
+			if err := a.FinishStep(ctx, FinishStepRequest{RunID: run, Step: step, Metrics: StepMetrics{Remembered: n}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		samples := gathered(t, reg)
+		with := map[string]string{"run": "with", "mode": "wmrl"}
+		if got, k := sum(samples, "wmrl_remembered_trajectories", with); k != 1 || got != float64(n) {
+			t.Errorf("step %d: with memory %v (%d samples), want %d", step, got, k, n)
+		}
+		if _, k := sum(samples, "wmrl_remembered_trajectories", map[string]string{"run": "without"}); k != 0 {
+			t.Errorf("step %d: the run without memory has %d samples", step, k)
+		}
+	}
 }

@@ -183,6 +183,17 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 	if sc := req.Metrics.Scoring; sc != nil {
 		a.Metrics.ScoringDecided(run, sc.Scored, sc.LeftOut)
 	}
+	if a.Metrics != nil {
+		// A step that remembered nothing sets the gauge to 0 too, so a
+		// run with memory is asked for its configuration (kept per run).
+		cfg, err := a.runConfig(ctx, req.RunID)
+		if err != nil {
+			return err
+		}
+		if cfg.Denoise.Memory {
+			a.Metrics.Remembered(run, req.Metrics.Remembered)
+		}
+	}
 	if a.Metrics != nil && !req.Metrics.Stages.IsZero() {
 		return a.recordStageTimes(ctx, run, req)
 	}

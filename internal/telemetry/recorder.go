@@ -34,6 +34,7 @@ type Recorder struct {
 	wmWeight         *prometheus.GaugeVec
 	signalLow        *prometheus.GaugeVec
 	wmGroups         *prometheus.GaugeVec
+	remembered       *prometheus.GaugeVec
 	executions       *prometheus.CounterVec
 	executionCPU     *prometheus.CounterVec
 	sandboxFailures  *prometheus.CounterVec
@@ -93,6 +94,8 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 		wmGroups: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "wmrl_world_model_groups",
 			Help: "World-model groups of the run's last completed step whose scores selective scoring let into the update (decision scored) or left out as too uncertain (left_out); runs with anchors.selective."},
 			[]string{labelRun, labelMode, labelScoring}),
+		remembered: gauge("wmrl_remembered_trajectories",
+			"Trajectories of the run's last completed step whose world-model score was the real score of an earlier execution of their program on their task; runs with denoise.memory."),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wmrl_executions_total",
 			Help: "Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded)."},
 			[]string{labelRun, labelMode, labelPhase, labelStatus}),
@@ -121,7 +124,7 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			Help: "Seconds of each stage of the run's last completed step during which a stage of a step completed before it was running (0 when steps run one after another)."},
 			[]string{labelRun, labelMode, labelStage}),
 	}
-	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.wmGroups, r.executions, r.executionCPU, r.sandboxFailures,
+	for _, c := range []prometheus.Collector{r.stepsCompleted, r.rho, r.wmWeight, r.signalLow, r.wmGroups, r.remembered, r.executions, r.executionCPU, r.sandboxFailures,
 		r.wmCalls, r.wmSeconds, r.calibrationPairs, r.biasBefore, r.biasAfter, r.heldOutScore, r.heldOutVersion, r.stageSeconds, r.stageOverlap} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -159,6 +162,15 @@ func (r *Recorder) ScoringDecided(run Run, scored, leftOut int) {
 	}
 	r.wmGroups.WithLabelValues(run.ID, run.Mode, DecisionScored).Set(float64(scored))
 	r.wmGroups.WithLabelValues(run.ID, run.Mode, DecisionLeftOut).Set(float64(leftOut))
+}
+
+// Remembered records how many trajectories of the run's last completed
+// step execution memory scored (denoise.memory).
+func (r *Recorder) Remembered(run Run, n int) {
+	if r == nil {
+		return
+	}
+	r.remembered.WithLabelValues(run.ID, run.Mode).Set(float64(n))
 }
 
 // Execution records one real execution that ran (a result reused from the

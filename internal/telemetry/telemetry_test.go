@@ -36,6 +36,8 @@ func TestExporterServes(t *testing.T) {
 	r.GateDecided(run, 0, -0.125)
 	r.ScoringDecided(run, 6, 0)
 	r.ScoringDecided(run, 4, 2)
+	r.Remembered(run, 7)
+	r.Remembered(run, 3)
 	r.Execution(run, PhaseTrain, "ok", 1.5)
 	r.Execution(run, PhaseTrain, "ok", 0.5)
 	r.Execution(run, PhaseTrain, "timeout", 2)
@@ -71,6 +73,9 @@ wmrl_signal_lower_bound{mode="wmrl",run="r1"} -0.125
 # TYPE wmrl_world_model_groups gauge
 wmrl_world_model_groups{decision="left_out",mode="wmrl",run="r1"} 2
 wmrl_world_model_groups{decision="scored",mode="wmrl",run="r1"} 4
+# HELP wmrl_remembered_trajectories Trajectories of the run's last completed step whose world-model score was the real score of an earlier execution of their program on their task; runs with denoise.memory.
+# TYPE wmrl_remembered_trajectories gauge
+wmrl_remembered_trajectories{mode="wmrl",run="r1"} 3
 # HELP wmrl_executions_total Real executions this worker ran, by phase (train, heldout) and status (the reward ladder's, or ungraded).
 # TYPE wmrl_executions_total counter
 wmrl_executions_total{mode="wmrl",phase="heldout",run="r1",status="ungraded"} 1
@@ -115,7 +120,7 @@ wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="step"} 0
 wmrl_stage_overlap_seconds{mode="wmrl",run="r1",stage="update"} 0.5
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "wmrl_steps_completed", "wmrl_rho",
-		"wmrl_world_model_weight", "wmrl_signal_lower_bound", "wmrl_world_model_groups",
+		"wmrl_world_model_weight", "wmrl_signal_lower_bound", "wmrl_world_model_groups", "wmrl_remembered_trajectories",
 		"wmrl_executions_total", "wmrl_execution_cpu_seconds_total", "wmrl_sandbox_failures_total",
 		"wmrl_world_model_calls_total", "wmrl_calibration_pairs", "wmrl_bias_before", "wmrl_bias_after",
 		"wmrl_heldout_score", "wmrl_heldout_checkpoint", "wmrl_stage_seconds", "wmrl_stage_overlap_seconds"); err != nil {
