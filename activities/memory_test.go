@@ -3,11 +3,8 @@ package activities
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/wmrl/wmrl/internal/fusion"
 	"github.com/wmrl/wmrl/internal/mode"
-	"github.com/wmrl/wmrl/internal/telemetry"
 )
 
 // TestFuseMemory drives a wmrl run with denoise.memory through the
@@ -80,12 +77,7 @@ func TestFuseMemory(t *testing.T) {
 // when its step remembered nothing, and leaves it out for a run without.
 func TestFinishStepRemembered(t *testing.T) {
 	a, _ := newTestActivities(t)
-	reg := prometheus.NewRegistry()
-	rec, err := telemetry.NewRecorder(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Metrics = rec
+	reg := recordTo(t, a)
 	ctx := t.Context()
 	for _, run := range []string{"with", "without"} {
 		cfg := tinyConfig(t)

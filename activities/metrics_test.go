@@ -16,12 +16,7 @@ import (
 // stored. Every series carries the run's id and mode.
 func TestActivitiesRecordMetrics(t *testing.T) {
 	a, sb := newTestActivities(t)
-	reg := prometheus.NewRegistry()
-	rec, err := telemetry.NewRecorder(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Metrics = rec
+	reg := recordTo(t, a)
 	ctx := t.Context()
 	cfg := tinyConfig(t)
 	run := "metrics"
@@ -130,6 +125,19 @@ func TestActivitiesRecordMetrics(t *testing.T) {
 	if cal.Pairs == 0 || ev.Executed != 1 {
 		t.Errorf("calibration pairs %d, held-out executions %d: the test measured nothing", cal.Pairs, ev.Executed)
 	}
+}
+
+// recordTo gives a a metrics recorder on a fresh registry and returns the
+// registry.
+func recordTo(t *testing.T, a *Activities) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	rec, err := telemetry.NewRecorder(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Metrics = rec
+	return reg
 }
 
 type sample struct {

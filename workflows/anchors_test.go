@@ -329,23 +329,8 @@ func TestRealRunSelectiveScoring(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-1", Config: cfg})
-	r2, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-2", Config: cfg})
-	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
-		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
-	}
-	ctx := t.Context()
-	s1, err := st.Steps(ctx, "sel-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := st.Steps(ctx, "sel-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s1) != cfg.Steps || len(s2) != cfg.Steps {
-		t.Fatalf("%d and %d steps, want %d", len(s1), len(s2), cfg.Steps)
-	}
+	r1, steps := runTwice(t, st, "sel", cfg)
+	s1, s2 := steps[0], steps[1]
 	leftOut := 0
 	for i := range s1 {
 		a, b := s1[i].Metrics.Scoring, s2[i].Metrics.Scoring
@@ -368,8 +353,7 @@ func TestRealRunSelectiveScoring(t *testing.T) {
 	// reached the update.
 	off := cfg
 	off.Anchors.Selective = runconfig.SelectiveScoring{}
-	r3, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "sel-off", Config: off})
-	if r3.Checkpoint == r1.Checkpoint {
+	if r3 := runReal(t, st, "sel-off", off); r3.Checkpoint == r1.Checkpoint {
 		t.Errorf("checkpoint %+v with and without selective scoring", r1.Checkpoint)
 	}
 }

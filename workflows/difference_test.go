@@ -22,18 +22,8 @@ func TestRealRunDifferenceEstimator(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "diff-1", Config: cfg})
-	r2, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "diff-2", Config: cfg})
-	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
-		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
-	}
-	steps, err := st.Steps(t.Context(), "diff-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(steps) != cfg.Steps {
-		t.Fatalf("%d steps, want %d", len(steps), cfg.Steps)
-	}
+	r1, both := runTwice(t, st, "diff", cfg)
+	steps := both[0]
 	positive := 0
 	for i, s := range steps {
 		g := s.Metrics.Gate
@@ -56,8 +46,7 @@ func TestRealRunDifferenceEstimator(t *testing.T) {
 	}
 	fused := cfg
 	fused.Denoise.Estimator = denoise.EstimatorFused
-	r3, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "diff-fused", Config: fused})
-	if r3.Checkpoint == r1.Checkpoint {
+	if r3 := runReal(t, st, "diff-fused", fused); r3.Checkpoint == r1.Checkpoint {
 		t.Errorf("checkpoint %+v with either estimator", r1.Checkpoint)
 	}
 }

@@ -21,23 +21,8 @@ func TestRealRunMemory(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r1, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "mem-1", Config: cfg})
-	r2, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "mem-2", Config: cfg})
-	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
-		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
-	}
-	ctx := t.Context()
-	s1, err := st.Steps(ctx, "mem-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := st.Steps(ctx, "mem-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s1) != cfg.Steps || len(s2) != cfg.Steps {
-		t.Fatalf("%d and %d steps, want %d", len(s1), len(s2), cfg.Steps)
-	}
+	r1, steps := runTwice(t, st, "mem", cfg)
+	s1, s2 := steps[0], steps[1]
 	remembered := 0
 	for i := range s1 {
 		if a, b := s1[i].Metrics.Remembered, s2[i].Metrics.Remembered; a != b {
@@ -54,8 +39,7 @@ func TestRealRunMemory(t *testing.T) {
 	t.Logf("%d trajectories remembered over %d steps", remembered, cfg.Steps)
 	off := cfg
 	off.Denoise.Memory = false
-	r3, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: "mem-off", Config: off})
-	if r3.Checkpoint == r1.Checkpoint {
+	if r3 := runReal(t, st, "mem-off", off); r3.Checkpoint == r1.Checkpoint {
 		t.Errorf("checkpoint %+v with and without memory", r1.Checkpoint)
 	}
 }

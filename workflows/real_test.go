@@ -43,6 +43,37 @@ func runToEnd(t *testing.T, a *activities.Activities, in RunInput) (RunResult, i
 	return runToEndWith(t, a, in, nil)
 }
 
+// runReal runs cfg to its end as run id on fresh real activities over st
+// (an in-process sandbox, a data directory of its own).
+func runReal(t *testing.T, st *store.Store, id string, cfg runconfig.Config) RunResult {
+	t.Helper()
+	res, _ := runToEnd(t, realActivities(t, st, &testenv.InProcess{}, t.TempDir()), RunInput{RunID: id, Config: cfg})
+	return res
+}
+
+// runTwice runs cfg twice (runs prefix-1 and prefix-2, runReal), fails
+// unless both reach the same checkpoint and held-out score, and returns the
+// first's result and both runs' stored steps, cfg.Steps each.
+func runTwice(t *testing.T, st *store.Store, prefix string, cfg runconfig.Config) (RunResult, [2][]store.Step) {
+	t.Helper()
+	r1, r2 := runReal(t, st, prefix+"-1", cfg), runReal(t, st, prefix+"-2", cfg)
+	if r1.Checkpoint != r2.Checkpoint || *r1.HeldOut != *r2.HeldOut {
+		t.Fatalf("same seed, different outcomes: %+v %+v and %+v %+v", r1.Checkpoint, r1.HeldOut, r2.Checkpoint, r2.HeldOut)
+	}
+	var steps [2][]store.Step
+	for i := range steps {
+		s, err := st.Steps(t.Context(), fmt.Sprintf("%s-%d", prefix, i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) != cfg.Steps {
+			t.Fatalf("%s-%d: %d steps, want %d", prefix, i+1, len(s), cfg.Steps)
+		}
+		steps[i] = s
+	}
+	return r1, steps
+}
+
 // runToEndWith is runToEnd with setup applied to every segment's
 // environment (nil: none), e.g. a GetVersion mock.
 func runToEndWith(t *testing.T, a *activities.Activities, in RunInput, setup func(*testsuite.TestWorkflowEnvironment)) (RunResult, int) {
