@@ -41,7 +41,10 @@ in it, and may be left out when the results hold one mode only. The part
 after the last ':' is always read as a mode, so a path with ':' in it needs
 its mode written out. A label given more than once is one point pooling the
 runs of each argument (seeds 1-5 from one invocation and 6-8 from another):
-they must share mode and --config, and no seed may appear twice. For example
+they must share mode and configuration (their --config texts, each laid
+over the preset, give the same run configuration: "suite_seed: 20260829"
+pools with a run that left the default suite unnamed), and no seed may
+appear twice. For example
 
   wmrl bench frontier --out /tmp/frontier grpo=base:grpo anchor=base:anchor \
     wmrl=base:wmrl 'sd 0=sim-0' 'sd 0.1=sim-0.1' 'sd 0.2=sim-0.2'

@@ -301,7 +301,21 @@ func TestFrontierPooledAnchor(t *testing.T) {
 	writeFrontierFixture(t, wdup, 7, diff, frontierRun{mode.WMRL, 2, 0.60, 34, 480})
 	a9 := filepath.Join(dir, "a9.json")
 	writeFrontierFixture(t, a9, 7, "", frontierRun{mode.Anchor, 9, 0.60, 34, 480})
+	// The same configuration written differently pools: the default
+	// suite seed named, the estimator in flow style, a comment.
+	wsame := filepath.Join(dir, "wsame.json")
+	writeFrontierFixture(t, wsame, 7, "# the difference estimator\nsuite_seed: 20260829\ndenoise: {estimator: difference}\n", frontierRun{mode.WMRL, 4, 0.63, 30, 480})
+	stdout, _, err = runWMRL(t, "bench", "frontier", "--out", out, "A="+base+":anchor", "W="+w1, "W="+w2, "W="+wsame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| W | wmrl | builtin | 4 | 0.6100, 0.6500, 0.6000, 0.6300 |"; !strings.Contains(stdout, want) {
+		t.Errorf("table lacks\n%s\n---\n%s", want, stdout)
+	}
+	wbad := filepath.Join(dir, "wbad.json")
+	writeFrontierFixture(t, wbad, 7, "denoise: {estimator: ppi}\n", frontierRun{mode.WMRL, 5, 0.60, 34, 480})
 	checkFrontierErrors(t, out, []frontierErrCase{
+		{[]string{"W=" + w1, "W=" + wbad}, false, `label "W": recorded --config "denoise: {estimator: ppi}\n": `},
 		{[]string{"W=" + w1, "W=" + wx}, false, `label "W": ` + w1 + " and " + wx + " were run with different --config"},
 		{[]string{"W=" + w1, "W=" + wdup}, false, "seed 2 appears twice"},
 		{[]string{"--anchor", "A,nope", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor "nope" is not a label`},

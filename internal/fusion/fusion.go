@@ -51,7 +51,8 @@ type Stats struct {
 	// Remembered counts the trajectories whose world-model score Step
 	// read from an earlier execution (Trajectory.Known): the rewards of
 	// world-model trajectories, and the denoiser's and the control's
-	// scores of anchor trajectories. Left out of the JSON when 0.
+	// scores of anchor trajectories that have their own execution (the
+	// only anchors those read). Left out of the JSON when 0.
 	Remembered int `json:"remembered,omitempty"`
 	// Scoring is selective scoring's decision (StepSelective with a
 	// Selection): how many world-model groups kept their scores in the
@@ -209,7 +210,10 @@ func StepSelective(ts []Trajectory, md mode.Mode, anchors []int, weights []float
 			nWM++
 			sumWM += *t.WM
 		}
-		if t.Known != nil && !pc.ExecuteAll {
+		// A remembered score counts where the update reads it: a
+		// world-model trajectory's reward, or an anchor's d beside its
+		// own execution (an anchor without one reads neither).
+		if t.Known != nil && !pc.ExecuteAll && (!it.Anchor || t.Env != nil) {
 			stats.Remembered++
 		}
 		switch {

@@ -48,7 +48,8 @@ func TestMemory(t *testing.T) {
 // TestMemoryReplacesWorldModel: a remembered world-model trajectory trains
 // on the earlier real score, not on its calibrated world-model score; one
 // the world model failed to score is graded by it; an anchor keeps its own
-// execution as its reward; Stats.Remembered counts them all.
+// execution as its reward; Stats.Remembered counts the scores the update
+// reads (not an anchor's without an execution of its own).
 func TestMemoryReplacesWorldModel(t *testing.T) {
 	m := isotonic.Map{X: []float64{0, 1}, Y: []float64{0.5, 0.5}} // flattens every world-model score to 0.5
 	var ts []Trajectory
@@ -66,10 +67,14 @@ func TestMemoryReplacesWorldModel(t *testing.T) {
 	ts[5].WM = nil                              // group 1, sample 1: not scored
 	ts[1].Known = fp(0.7)                       // an anchor: its reward stays 0.2
 	ts[5].Known, ts[6].Known = fp(0.9), fp(0.1) // group 1
+	// An anchor whose execution failed: nothing reads its remembered
+	// score, so it is ungraded and not counted.
+	ts[2].Env, ts[2].Known = nil, fp(0.3)
 	cfg := denoise.Config{HalfLife: 4, WarmUp: 2, RhoMax: 10}
 	b, _, stats := Step(ts, mode.WMRL, []int{0}, m, denoise.State{}, cfg, advantage.Default())
-	if stats.Remembered != 3 || stats.Ungraded != 0 {
-		t.Errorf("remembered %d, ungraded %d; want 3 and 0", stats.Remembered, stats.Ungraded)
+	if stats.Remembered != 3 || stats.Ungraded != 1 || b.Items[2].Graded {
+		t.Errorf("remembered %d, ungraded %d, anchor without execution graded %v; want 3, 1, false",
+			stats.Remembered, stats.Ungraded, b.Items[2].Graded)
 	}
 	want := map[int]float64{1: 0.2, 4: 0.5, 5: 0.9, 6: 0.1, 7: 0.5, 8: 0.5}
 	for i, w := range want {
@@ -82,8 +87,8 @@ func TestMemoryReplacesWorldModel(t *testing.T) {
 		ts[i].Known = nil
 	}
 	_, _, off := Step(ts, mode.WMRL, []int{0}, m, denoise.State{}, cfg, advantage.Default())
-	if off.Remembered != 0 || off.Ungraded != 1 {
-		t.Errorf("without memory: remembered %d, ungraded %d; want 0 and 1", off.Remembered, off.Ungraded)
+	if off.Remembered != 0 || off.Ungraded != 2 {
+		t.Errorf("without memory: remembered %d, ungraded %d; want 0 and 2", off.Remembered, off.Ungraded)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wmrl/wmrl/internal/backend"
 	"github.com/wmrl/wmrl/internal/mode"
+	"github.com/wmrl/wmrl/internal/runconfig"
 )
 
 // Files written by WriteFrontier.
@@ -181,7 +182,12 @@ func BuildFrontier(srcs []FrontierSource, grpo string, anchor []string) (Frontie
 			case p.Mode != s.Mode:
 				return Frontier{}, fmt.Errorf("label %q: %s is mode %s, %s mode %s: one label pools runs of one mode",
 					s.Label, p.Path, p.Mode, s.Path, s.Mode)
-			case p.Results.Header.Config != r.Header.Config:
+			}
+			same, err := sameConfig(f.Preset, f.SuiteSeed, p.Results.Header.Config, r.Header.Config)
+			if err != nil {
+				return Frontier{}, fmt.Errorf("label %q: %w", s.Label, err)
+			}
+			if !same {
 				return Frontier{}, fmt.Errorf("label %q: %s and %s were run with different --config: one label pools runs of one configuration",
 					s.Label, p.Path, s.Path)
 			}
@@ -570,4 +576,41 @@ func WriteFrontier(dir string, f Frontier) ([]string, error) {
 		names = append(names, file.name)
 	}
 	return names, nil
+}
+
+// sameConfig reports whether two benchmarks' --config texts give their
+// runs the same configuration: equal texts, or the same configuration once
+// each is laid over the preset ("suite_seed: 7" and "suite_seed: 7\n# note",
+// or a text naming the default value of a field and one leaving it out).
+// The suite seed is the results' own (compared before), since a text that
+// omits it ran the suite the results name only when that is the default.
+func sameConfig(preset string, suiteSeed uint64, a, b string) (bool, error) {
+	if a == b {
+		return true, nil
+	}
+	base, err := runconfig.BenchPreset(preset)
+	if err != nil {
+		return false, err
+	}
+	effective := func(text string) ([]byte, error) {
+		var data []byte
+		if strings.TrimSpace(text) != "" {
+			data = []byte(text)
+		}
+		c, err := runconfig.Load(base, data, runconfig.Overrides{})
+		if err != nil {
+			return nil, fmt.Errorf("recorded --config %q: %w", text, err)
+		}
+		c.SuiteSeed = suiteSeed
+		return json.Marshal(c)
+	}
+	ja, err := effective(a)
+	if err != nil {
+		return false, err
+	}
+	jb, err := effective(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ja, jb), nil
 }
