@@ -189,6 +189,21 @@ func withDatabase(dsn, db string) string {
 	return dsn + " dbname=" + db // a later keyword wins
 }
 
+// withOptions returns dsn with the server options (the libpq "options"
+// keyword: "-c name=value ...") set.
+func withOptions(dsn, options string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err == nil {
+			q := u.Query()
+			q.Set("options", options)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return dsn + " options='" + options + "'"
+}
+
 func dbName(dsn string) string {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {

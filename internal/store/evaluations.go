@@ -106,9 +106,12 @@ type HeldOut struct {
 func (s *Store) HeldOutScore(ctx context.Context, run string, step int) (HeldOut, error) {
 	var h HeldOut
 	var score *float64
-	err := s.pool.QueryRow(ctx, `SELECT avg(task_mean), count(*), coalesce(sum(n), 0) FROM (
-			SELECT avg(CASE WHEN status = 'ok' THEN position ELSE 0 END) AS task_mean, count(*) AS n FROM evaluations
-			WHERE run_id = $1 AND step = $2 GROUP BY task_id) t`, run, step).Scan(&score, &h.Tasks, &h.Samples)
+	// The means sum in (task, sample) order, not in the order the rows
+	// reach the aggregate (which depends on the plan and on the order
+	// parallel activities wrote them): a rerun reports the same bits.
+	err := s.pool.QueryRow(ctx, `SELECT avg(task_mean ORDER BY task_id), count(*), coalesce(sum(n), 0) FROM (
+			SELECT task_id, avg(CASE WHEN status = 'ok' THEN position ELSE 0 END ORDER BY sample) AS task_mean, count(*) AS n
+			FROM evaluations WHERE run_id = $1 AND step = $2 GROUP BY task_id) t`, run, step).Scan(&score, &h.Tasks, &h.Samples)
 	if err != nil {
 		return h, fmt.Errorf("held-out score %s step %d: %w", run, step, err)
 	}

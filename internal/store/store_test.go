@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -749,6 +750,67 @@ func TestCheckpoints(t *testing.T) {
 	}
 	if err := s.PutCheckpoint(ctx, Checkpoint{Run: r.ID, Version: 5}); err == nil {
 		t.Error("PutCheckpoint accepted an empty hash")
+	}
+}
+
+// TestHeldOutScoreOrder: the held-out score sums its positions in (task,
+// sample) order whatever order the evaluations were written in (parallel
+// activities finish in any order), so a rerun of the same seed reports the
+// same score to the last bit. Floating-point sums depend on their order;
+// the query runs with index scans and sorts off or dear (a sequential scan
+// into hash aggregates, as the planner may choose on a big table), so that
+// the rows come in the order they were written: last first.
+func TestHeldOutScoreOrder(t *testing.T) {
+	needDB(t)
+	ctx := t.Context()
+	s, err := Open(ctx, withOptions(env.shared, "-c enable_indexscan=off -c enable_bitmapscan=off -c enable_indexonlyscan=off -c enable_sort=off -c random_page_cost=1000000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	r := newRun(t, s)
+	// Summed backwards, either task's mean changes the score's last bit:
+	// the score is 0.45000000000000007 in order, 0.44999999999999996
+	// with both tasks reversed.
+	pos := [][]float64{{0.4, 0.7, 0.2}, {0.9, 0.2, 0.3}}
+	const tasks, samples = 2, 3
+	mean := func(xs []float64) float64 {
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		return sum / float64(len(xs))
+	}
+	task := func(i int) string { return fmt.Sprintf("t%d", i) }
+	for i := tasks - 1; i >= 0; i-- {
+		for k := samples - 1; k >= 0; k-- {
+			ev := Evaluation{Run: r.ID, Step: 2, TaskID: task(i), Sample: k, Program: "p",
+				Result: executor.NewResult(executor.StatusOK, 0, pos[i][k], "")}
+			if _, err := s.SaveEvaluations(ctx, []Evaluation{ev}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var means []float64
+	for i := range tasks {
+		means = append(means, mean(pos[i]))
+	}
+	want := mean(means)
+	for range 3 {
+		h, err := s.HeldOutScore(ctx, r.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Score != want || h.Tasks != tasks || h.Samples != tasks*samples {
+			t.Fatalf("HeldOutScore = %+v (score %v), want %v summed in (task, sample) order", h, h.Score, want)
+		}
+		es, err := s.RunEvaluations(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) != 1 || es[0].HeldOut != h {
+			t.Fatalf("RunEvaluations = %+v, want the held-out score %+v", es, h)
+		}
 	}
 }
 

@@ -92,10 +92,12 @@ type EvalUsage struct {
 // RunEvaluations returns every held-out evaluation of a run in step order,
 // in one query.
 func (s *Store) RunEvaluations(ctx context.Context, run string) ([]EvalUsage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT step, sum(x)::int, sum(u)::int, sum(cpu), sum(wall), avg(task_mean), count(*), sum(n)::int FROM (
+	// Every floating-point sum in (task, sample) order, as HeldOutScore's.
+	rows, err := s.pool.Query(ctx, `SELECT step, sum(x)::int, sum(u)::int, sum(cpu ORDER BY task_id), sum(wall ORDER BY task_id),
+			avg(task_mean ORDER BY task_id), count(*), sum(n)::int FROM (
 			SELECT step, task_id, count(*) AS n, sum(executions - unexecuted) AS x, sum(unexecuted) AS u,
-				sum(cpu_seconds) AS cpu, sum(wall_seconds) AS wall,
-				avg(CASE WHEN status = 'ok' THEN position ELSE 0 END) AS task_mean
+				sum(cpu_seconds ORDER BY sample) AS cpu, sum(wall_seconds ORDER BY sample) AS wall,
+				avg(CASE WHEN status = 'ok' THEN position ELSE 0 END ORDER BY sample) AS task_mean
 			FROM evaluations WHERE run_id = $1 GROUP BY step, task_id) t
 		GROUP BY step ORDER BY step`, run)
 	if err != nil {

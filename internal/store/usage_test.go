@@ -87,7 +87,7 @@ func TestRunEvaluations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.HeldOut.Tasks != h.Tasks || e.HeldOut.Samples != h.Samples || math.Abs(e.HeldOut.Score-h.Score) > 1e-12 {
+		if e.HeldOut.Tasks != h.Tasks || e.HeldOut.Samples != h.Samples || e.HeldOut.Score != h.Score {
 			t.Errorf("step %d: held-out %+v, HeldOutScore %+v", e.Step, e.HeldOut, h)
 		}
 	}
