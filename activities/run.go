@@ -190,7 +190,7 @@ func (a *Activities) FinishStep(ctx context.Context, req FinishStepRequest) erro
 		if err != nil {
 			return err
 		}
-		if cfg.Denoise.Memory {
+		if cfg.DenoiseConfig().Memory {
 			a.Metrics.Remembered(run, req.Metrics.Remembered)
 		}
 	}

@@ -24,10 +24,18 @@ type frontierRun struct {
 	execs int
 }
 
-// writeFrontierFixture writes a hand-made results.json to path.
+// writeFrontierFixture writes a hand-made results.json to path, made
+// before the defaults had a version (runconfig.Defaults).
 func writeFrontierFixture(t *testing.T, path string, suiteSeed uint64, config string, runs ...frontierRun) {
 	t.Helper()
-	res := reproduce.Results{Header: reproduce.Header{Command: "wmrl bench reproduce --fixture", Config: config},
+	writeFrontierFixtureAt(t, path, suiteSeed, 0, config, runs...)
+}
+
+// writeFrontierFixtureAt writes a hand-made results.json to path, made with
+// version defaults of the presets' defaults.
+func writeFrontierFixtureAt(t *testing.T, path string, suiteSeed uint64, defaults int, config string, runs ...frontierRun) {
+	t.Helper()
+	res := reproduce.Results{Header: reproduce.Header{Command: "wmrl bench reproduce --fixture", Config: config, Defaults: defaults},
 		Preset: "small", SuiteSeed: suiteSeed, Steps: 30}
 	for _, r := range runs {
 		res.Runs = append(res.Runs, reproduce.Run{Mode: r.m, Seed: r.seed, HeldOutScore: r.score,
@@ -301,22 +309,38 @@ func TestFrontierPooledAnchor(t *testing.T) {
 	writeFrontierFixture(t, wdup, 7, diff, frontierRun{mode.WMRL, 2, 0.60, 34, 480})
 	a9 := filepath.Join(dir, "a9.json")
 	writeFrontierFixture(t, a9, 7, "", frontierRun{mode.Anchor, 9, 0.60, 34, 480})
+	// pools checks that seed 4 of path pools with w1 and w2 under W.
+	pools := func(path string) {
+		t.Helper()
+		stdout, _, err := runWMRL(t, "bench", "frontier", "--out", out, "A="+base+":anchor", "W="+w1, "W="+w2, "W="+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "| W | wmrl | builtin | 4 | 0.6100, 0.6500, 0.6000, 0.6300 |"; !strings.Contains(stdout, want) {
+			t.Errorf("%s: table lacks\n%s\n---\n%s", path, want, stdout)
+		}
+	}
 	// The same configuration written differently pools: the default
 	// suite seed named, the estimator in flow style, a comment.
 	wsame := filepath.Join(dir, "wsame.json")
 	writeFrontierFixture(t, wsame, 7, "# the difference estimator\nsuite_seed: 20260829\ndenoise: {estimator: difference}\n", frontierRun{mode.WMRL, 4, 0.63, 30, 480})
-	stdout, _, err = runWMRL(t, "bench", "frontier", "--out", out, "A="+base+":anchor", "W="+w1, "W="+w2, "W="+wsame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "| W | wmrl | builtin | 4 | 0.6100, 0.6500, 0.6000, 0.6300 |"; !strings.Contains(stdout, want) {
-		t.Errorf("table lacks\n%s\n---\n%s", want, stdout)
-	}
+	pools(wsame)
+	// A text is read over the defaults its runs had: since version 1 the
+	// difference estimator is the default, so "memory: false" then is the
+	// configuration "estimator: difference" was before, and "" then is
+	// not what "" was before.
+	wnew := filepath.Join(dir, "wnew.json")
+	writeFrontierFixtureAt(t, wnew, 7, 1, "denoise:\n  memory: false\n", frontierRun{mode.WMRL, 4, 0.63, 30, 480})
+	pools(wnew)
+	wnew0 := filepath.Join(dir, "wnew0.json")
+	writeFrontierFixtureAt(t, wnew0, 7, 1, "", frontierRun{mode.WMRL, 4, 0.63, 30, 480})
 	wbad := filepath.Join(dir, "wbad.json")
 	writeFrontierFixture(t, wbad, 7, "denoise: {estimator: ppi}\n", frontierRun{mode.WMRL, 5, 0.60, 34, 480})
 	checkFrontierErrors(t, out, []frontierErrCase{
 		{[]string{"W=" + w1, "W=" + wbad}, false, `label "W": recorded --config "denoise: {estimator: ppi}\n": `},
 		{[]string{"W=" + w1, "W=" + wx}, false, `label "W": ` + w1 + " and " + wx + " were run with different --config"},
+		{[]string{"W=" + wx, "W=" + wnew0}, false, `label "W": ` + wx + " and " + wnew0 + " were run with different --config"},
+		{[]string{"W=" + w1, "W=" + wnew0}, false, `label "W": ` + w1 + " and " + wnew0 + " were run with different --config"},
 		{[]string{"W=" + w1, "W=" + wdup}, false, "seed 2 appears twice"},
 		{[]string{"--anchor", "A,nope", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor "nope" is not a label`},
 		{[]string{"--anchor", "A,A", "A=" + base + ":anchor", "W=" + w1}, true, `--anchor names "A" twice`},

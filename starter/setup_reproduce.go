@@ -159,6 +159,9 @@ func benchPlan(preset, id string, from, seeds, steps int, overlay []byte, modes 
 		for _, m := range modes {
 			cfg := base
 			cfg.Name, cfg.Mode, cfg.Seed = fmt.Sprintf("%s-%s-s%d", id, m, seed), m, seed
+			// The --config is shared by every mode: a mode that does not
+			// read the denoiser's estimator or memory records neither.
+			cfg.FitDenoise(nil)
 			if ps := cfg.Problems(); len(ps) > 0 {
 				return nil, base, &configError{source: "benchmark " + id, problems: ps}
 			}
@@ -390,6 +393,7 @@ func benchHeader(cmd *cobra.Command) reproduce.Header {
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Machine: reproduce.Machine{Cores: runtime.NumCPU(), MemoryBytes: memTotal(), GoVersion: runtime.Version(),
 			OS: runtime.GOOS, Arch: runtime.GOARCH},
+		Defaults: runconfig.Defaults,
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wmrl/wmrl/activities"
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/runconfig"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
@@ -88,7 +89,9 @@ func runChained(t *testing.T, a *activities.Activities, in RunInput, setup func(
 // before started and the next folds (its input has that step in
 // RunState.InFlight, not yet folded: State.Step is that step), no step's
 // child is started twice, and the run ends at the checkpoint of the run
-// without continue-as-new (TestRealRunPipeline's 55af68308dce). With d = 2
+// without continue-as-new (TestRealRunPipeline's e8d0fe75353c; with the
+// fused estimator without memory, the defaults before version 1,
+// 55af68308dce, as recorded under them). With d = 2
 // (continue-as-new every 2, 6 steps) two steps are carried, the second
 // waiting for the first's outcome, which the next execution hands it by
 // signalling its workflow ID; it ends where the run without continue-as-new
@@ -143,8 +146,17 @@ func TestRealRunPipelineCarry(t *testing.T) {
 		if carried == 0 {
 			t.Fatalf("d = %d: no continue-as-new carried a step in flight", d)
 		}
-		if d == 1 && a.Checkpoint.Hash[:12] != "55af68308dce" {
-			t.Errorf("d = 1: checkpoint %s, want TestRealRunPipeline's 55af68308dce", short(a.Checkpoint.Hash))
+		if d == 1 && a.Checkpoint.Hash[:12] != "e8d0fe75353c" {
+			t.Errorf("d = 1: checkpoint %s, want TestRealRunPipeline's e8d0fe75353c", short(a.Checkpoint.Hash))
+		}
+		if d == 1 {
+			// The defaults before version 1, written out, end at the
+			// checkpoint this test recorded under them.
+			old := cfg
+			old.Denoise.Estimator, old.Denoise.Memory = denoise.EstimatorFused, false
+			if o, _ := run("carry-1-fused", old); o.Checkpoint.Hash[:12] != "55af68308dce" {
+				t.Errorf("d = 1, fused without memory: checkpoint %s, want 55af68308dce", short(o.Checkpoint.Hash))
+			}
 		}
 	}
 }

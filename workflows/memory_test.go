@@ -3,12 +3,13 @@ package workflows
 import (
 	"testing"
 
+	"github.com/wmrl/wmrl/internal/denoise"
 	"github.com/wmrl/wmrl/internal/mode"
 	"github.com/wmrl/wmrl/internal/testenv"
 )
 
 // TestRealRunMemory runs wmrl on the tiny preset with execution memory
-// (denoise.memory) on real activities, twice with the same seed: the same
+// (denoise.memory) and the fused estimator on real activities, twice with the same seed: the same
 // final checkpoint and the same counts, some trajectories remembered but
 // none at step 0 (nothing was executed before it); the run without memory
 // ends elsewhere, so the memory reached the update.
@@ -17,7 +18,11 @@ func TestRealRunMemory(t *testing.T) {
 	cfg := tiny(t, mode.WMRL)
 	cfg.SuiteSeed = testenv.SuiteSeed
 	cfg.Steps = 6
-	cfg.Denoise.Memory = true
+	// The fused estimator gives the world-model groups weight at every
+	// step the gate is open; under the difference estimator (the default)
+	// the tiny preset's one anchor group per step keeps λ at 0 for these 6
+	// steps, and the memory would not reach the update.
+	cfg.Denoise.Estimator, cfg.Denoise.Memory = denoise.EstimatorFused, true
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -732,7 +732,8 @@ func (s *stepRun) settle(ctx workflow.Context) error {
 	}
 	// Only runs with denoise.memory, which no history recorded before it
 	// has, read the count: no command changes, no version (versions.go).
-	if s.cfg.Denoise.Memory {
+	// DenoiseConfig reads it as the run does (it applies to some modes).
+	if s.cfg.DenoiseConfig().Memory {
 		m.Remembered = fused.Stats.Remembered
 	}
 	if s.version >= 1 {

@@ -183,7 +183,7 @@ func BuildFrontier(srcs []FrontierSource, grpo string, anchor []string) (Frontie
 				return Frontier{}, fmt.Errorf("label %q: %s is mode %s, %s mode %s: one label pools runs of one mode",
 					s.Label, p.Path, p.Mode, s.Path, s.Mode)
 			}
-			same, err := sameConfig(f.Preset, f.SuiteSeed, p.Results.Header.Config, r.Header.Config)
+			same, err := sameConfig(f.Preset, f.SuiteSeed, p.Results.Header, r.Header)
 			if err != nil {
 				return Frontier{}, fmt.Errorf("label %q: %w", s.Label, err)
 			}
@@ -579,27 +579,30 @@ func WriteFrontier(dir string, f Frontier) ([]string, error) {
 }
 
 // sameConfig reports whether two benchmarks' --config texts give their
-// runs the same configuration: equal texts, or the same configuration once
-// each is laid over the preset ("suite_seed: 7" and "suite_seed: 7\n# note",
-// or a text naming the default value of a field and one leaving it out).
-// The suite seed is the results' own (compared before), since a text that
-// omits it ran the suite the results name only when that is the default.
-func sameConfig(preset string, suiteSeed uint64, a, b string) (bool, error) {
-	if a == b {
+// runs the same configuration: equal texts over the same defaults, or the
+// same configuration once each is laid over the preset with the defaults
+// its runs had (runconfig.BenchPresetOf: "suite_seed: 7" and "suite_seed:
+// 7\n# note", a text naming the default value of a field and one leaving
+// it out, or "denoise: {estimator: difference, memory: true}" before the
+// defaults changed and "" after). The suite seed is the results' own
+// (compared before), since a text that omits it ran the suite the results
+// name only when that is the default.
+func sameConfig(preset string, suiteSeed uint64, a, b Header) (bool, error) {
+	if a.Config == b.Config && a.Defaults == b.Defaults {
 		return true, nil
 	}
-	base, err := runconfig.BenchPreset(preset)
-	if err != nil {
-		return false, err
-	}
-	effective := func(text string) ([]byte, error) {
+	effective := func(h Header) ([]byte, error) {
+		base, err := runconfig.BenchPresetOf(preset, h.Defaults)
+		if err != nil {
+			return nil, err
+		}
 		var data []byte
-		if strings.TrimSpace(text) != "" {
-			data = []byte(text)
+		if strings.TrimSpace(h.Config) != "" {
+			data = []byte(h.Config)
 		}
 		c, err := runconfig.Load(base, data, runconfig.Overrides{})
 		if err != nil {
-			return nil, fmt.Errorf("recorded --config %q: %w", text, err)
+			return nil, fmt.Errorf("recorded --config %q: %w", h.Config, err)
 		}
 		c.SuiteSeed = suiteSeed
 		return json.Marshal(c)

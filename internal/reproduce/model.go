@@ -66,6 +66,10 @@ type Header struct {
 	// Config is the YAML laid over the preset for every run (--config),
 	// empty when the preset ran unchanged.
 	Config string `json:"config,omitempty"`
+	// Defaults is the version of the presets' defaults the runs had
+	// (runconfig.Defaults); 0 (omitted) in results made before version 1,
+	// whose denoiser defaulted to the fused estimator without memory.
+	Defaults int `json:"defaults,omitempty"`
 }
 
 // Input is everything a report is made from.

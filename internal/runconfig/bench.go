@@ -43,7 +43,7 @@ func BenchPreset(name string) (Config, error) {
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 4
 		c.Denoise = Denoise{HalfLife: 2, Warmup: 1, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow}
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
 		c.Policy.Hidden = 16
 		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
 		c.ContinueAsNewEvery = 1
@@ -53,13 +53,37 @@ func BenchPreset(name string) (Config, error) {
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 16
 		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow}
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
 		c.Eval = Eval{Every: 15, Samples: 8, Tasks: 0}
 		c.ContinueAsNewEvery = 10
 		c.Parallelism = 4
 	case "full":
 	default:
 		return Config{}, fmt.Errorf("unknown benchmark preset %q: valid presets are %s", name, strings.Join(benchPresetNames, ", "))
+	}
+	return c, nil
+}
+
+// Defaults is the version of the presets' default values, recorded with a
+// benchmark's results (reproduce.Header) so that a --config text is read
+// over the defaults its runs had. Version 1 made the difference estimator
+// and execution memory the denoiser's defaults where they apply
+// (DenoiseConfig); before it (version 0, results that record none) the
+// default was the fused estimator without memory.
+const Defaults = 1
+
+// BenchPresetOf returns BenchPreset(name) with the default values of
+// version v of the defaults (Defaults).
+func BenchPresetOf(name string, v int) (Config, error) {
+	c, err := BenchPreset(name)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case v < 1:
+		c.Denoise.Estimator, c.Denoise.Memory = denoise.EstimatorFused, false
+	case v > Defaults:
+		return Config{}, fmt.Errorf("defaults version %d is newer than this build's (%d)", v, Defaults)
 	}
 	return c, nil
 }

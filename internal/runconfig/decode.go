@@ -40,7 +40,10 @@ type Overrides struct {
 }
 
 // Load reads a YAML configuration over base as Decode does (no document
-// when data is nil), applies the overrides and validates the result. A
+// when data is nil), applies the overrides, clears the denoiser's defaults
+// the run would not read (FitDenoise) and validates the result, refusing
+// a denoise.estimator or denoise.memory the document set where the run
+// would not read it (checkDenoiseSet). A
 // configuration with invalid fields is an *Invalid error naming every one,
 // with its line in the document when the document set it.
 func Load(base Config, data []byte, o Overrides) (Config, error) {
@@ -65,7 +68,15 @@ func Load(base Config, data []byte, o Overrides) (Config, error) {
 	if o.Seed != nil {
 		cfg.Seed, overridden["seed"] = *o.Seed, true
 	}
-	for _, p := range cfg.Problems() {
+	set := func(path string) bool {
+		_, ok := doc.lines[path]
+		return ok && !overridden[path]
+	}
+	if doc == nil {
+		set = func(string) bool { return false }
+	}
+	cfg.FitDenoise(set)
+	for _, p := range append(cfg.Problems(), cfg.checkDenoiseSet(set)...) {
 		if fe, ok := fielderr.As(p); ok && doc != nil && fe.Line == 0 && !overridden[fe.Path] {
 			if line, ok := doc.lines[fe.Path]; ok {
 				p = fielderr.AtLine(fe.Path, line, "%s", fe.Msg)

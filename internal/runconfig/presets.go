@@ -14,7 +14,10 @@ import (
 
 // Default is the configuration of a full run on the built-in suite: 200
 // steps of 32 groups of 8, a tenth of the groups anchors, the default
-// debiaser and denoiser, held-out avg@8 every 20 steps.
+// debiaser and denoiser, held-out avg@8 every 20 steps. The denoiser's
+// defaults are the no-harm ones (docs/design.md, "The default update"):
+// the difference estimator with the signal gate, and execution memory,
+// each where it applies (DenoiseConfig).
 func Default() Config {
 	return Config{
 		Name:      "default",
@@ -29,7 +32,7 @@ func Default() Config {
 			Method: debias.MethodPAVA, Bins: 10, MinPairs: 32, Window: 0,
 		},
 		Denoise: Denoise{HalfLife: 32, Warmup: 16, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow},
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true},
 		Advantage: Advantage{Standardize: true, Eps: 1e-4},
 		Policy:    Policy{LearningRate: 0.01, KLCoef: 0, Hidden: 32},
 		Eval:      Eval{Every: 20, Samples: 8, Tasks: 0},
@@ -65,7 +68,7 @@ func Preset(name string) (Config, error) {
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 8
 		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow}
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
 		c.Policy.Hidden = 16
 		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
 		c.ContinueAsNewEvery = 2
@@ -76,7 +79,7 @@ func Preset(name string) (Config, error) {
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 16
 		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow}
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
 		c.Eval = Eval{Every: 5, Samples: 8, Tasks: 4}
 		c.ContinueAsNewEvery = 5
 		c.Parallelism = 4
@@ -102,8 +105,10 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 6, 6, 4
 		c.Anchors = Anchors{Fraction: 0.34, Min: 1}
 		c.Debias.MinPairs = 8
+		// Execution memory keys a score by task and program, which is
+		// not a trajectory's whole action at 3 turns.
 		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow}
+			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference}
 		c.Policy.LearningRate = 0.05
 		c.Eval = Eval{Every: 0, Samples: 4, Tasks: 0}
 		c.ContinueAsNewEvery = 3

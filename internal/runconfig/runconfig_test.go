@@ -124,13 +124,6 @@ func TestValidateNamesField(t *testing.T) {
 		{func(c *Config) { c.Anchors.Active = ActiveAnchors{Enabled: true, Mix: 1} }, "anchors.active.floor:"},
 		{func(c *Config) { c.Anchors.Selective.Ratio = 2 }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Denoise.Estimator = "ppi" }, "denoise.estimator:"},
-		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Mode = mode.Anchor }, "denoise.estimator:"},
-		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Mode = mode.Debias }, "denoise.estimator:"},
-		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.SignalWindow = 0 }, "denoise.estimator:"},
-		{func(c *Config) { c.Denoise.Estimator = "difference"; c.Denoise.WMShareMax = 0.5 }, "denoise.estimator:"},
-		{func(c *Config) { c.Denoise.Memory = true; c.Mode = mode.Anchor }, "denoise.memory:"},
-		{func(c *Config) { c.Denoise.Memory = true; c.Mode = mode.GRPO }, "denoise.memory:"},
-		{func(c *Config) { c.Denoise.Memory = true; c.Trajectory.Turns = 3 }, "denoise.memory:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.GRPO }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.Anchor }, "anchors.selective.enabled:"},
 		{func(c *Config) { c.Anchors.Selective = SelectiveScoring{Enabled: true, Ratio: 2}; c.Mode = mode.WM }, "anchors.selective.enabled:"},
@@ -843,9 +836,10 @@ func TestEvalBestOf(t *testing.T) {
 	}
 }
 
-// TestDenoiseEstimator: the difference estimator parses from YAML in the
-// modes that fuse the two streams, and is left out of the JSON when not set
-// (so earlier runs' configurations encode as they did).
+// TestDenoiseEstimator: the difference estimator is the default where it
+// applies; it parses from YAML in the modes that fuse the two streams, is
+// in the JSON when set and left out when not (so earlier runs'
+// configurations encode as they did).
 func TestDenoiseEstimator(t *testing.T) {
 	for _, m := range []mode.Mode{mode.WMRL, mode.Denoise} {
 		c, err := Parse(Default(), []byte("mode: "+string(m)+"\ndenoise:\n  estimator: difference\n"))
@@ -863,40 +857,114 @@ func TestDenoiseEstimator(t *testing.T) {
 			t.Errorf("JSON %s", raw)
 		}
 	}
-	raw, err := json.Marshal(Default())
+	c, err := Parse(Default(), []byte("denoise:\n  estimator: fused\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(raw), "estimator") {
-		t.Errorf("estimator in the default's JSON: %s", raw)
+	if got := c.DenoiseConfig().Estimator; got != "fused" {
+		t.Errorf("estimator: fused read as %q", got)
 	}
 	if _, err := Parse(Default(), []byte("denoise:\n  estimator: ppi\n")); err == nil || !strings.Contains(err.Error(), "denoise.estimator") {
 		t.Errorf("bad estimator: %v", err)
 	}
 }
 
-// TestDenoiseMemory: denoise.memory parses from YAML into the denoiser's
-// configuration, which carries it to Fuse, and is left out of both JSONs
-// when off.
-func TestDenoiseMemory(t *testing.T) {
-	c, err := Parse(Default(), []byte("denoise:\n  memory: true\n"))
+// TestDenoiseDefaults: the difference estimator and execution memory are
+// the defaults, read only where they apply (DenoiseConfig), cleared from a
+// loaded configuration where they do not (FitDenoise, so that the JSON a
+// run records says what it does, and grpo's and the control's say what
+// they said before the defaults changed), and refused, naming the field and
+// its line, where a document sets them and they would not apply.
+func TestDenoiseDefaults(t *testing.T) {
+	def := Default().DenoiseConfig()
+	if def.Estimator != denoise.EstimatorDifference || !def.Memory {
+		t.Fatalf("default denoiser %+v, want the difference estimator with memory", def)
+	}
+	for _, name := range PresetNames() {
+		p, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := p.DenoiseConfig(); d.Estimator != denoise.EstimatorDifference || d.Memory != (p.Trajectory.Turns <= 1) {
+			t.Errorf("preset %s: denoiser %+v with %d turns", name, d, p.Trajectory.Turns)
+		}
+	}
+	for _, tt := range []struct {
+		give      string
+		estimator string
+		memory    bool
+	}{
+		{give: "mode: wmrl\n", estimator: "difference", memory: true},
+		{give: "mode: denoise\n", estimator: "difference", memory: true},
+		{give: "mode: grpo\n"},
+		{give: "mode: anchor\n"},
+		{give: "mode: debias\n"},
+		{give: "mode: mix\n"},
+		{give: "mode: wm\n"},
+		{give: "trajectory:\n  turns: 3\n", estimator: "difference"},
+		{give: "denoise:\n  signal_window: 0\n", memory: true},
+		{give: "denoise:\n  wm_share_max: 0.5\n", memory: true},
+		{give: "denoise:\n  memory: false\n", estimator: "difference"},
+	} {
+		c, err := Parse(Default(), []byte(tt.give))
+		if err != nil {
+			t.Errorf("%q: %v", tt.give, err)
+			continue
+		}
+		if c.Denoise.Estimator != tt.estimator || c.Denoise.Memory != tt.memory {
+			t.Errorf("%q: denoise %+v, want estimator %q memory %v", tt.give, c.Denoise, tt.estimator, tt.memory)
+		}
+		if d := c.DenoiseConfig(); d.Estimator != tt.estimator || d.Memory != tt.memory {
+			t.Errorf("%q: read as %+v", tt.give, d)
+		}
+	}
+	// Set in code where it does not apply: valid, and not read.
+	c := Default()
+	c.Mode, c.Trajectory.Turns = mode.GRPO, 2
+	if err := c.Validate(); err != nil {
+		t.Errorf("grpo with the defaults: %v", err)
+	}
+	if d := c.DenoiseConfig(); d.Estimator != "" || d.Memory {
+		t.Errorf("grpo reads %+v", d)
+	}
+	c = Default()
+	c.Trajectory.Turns = 3
+	if d := c.DenoiseConfig(); d.Estimator != denoise.EstimatorDifference || d.Memory {
+		t.Errorf("3 turns read as %+v", d)
+	}
+	for _, tt := range []struct{ give, want string }{
+		{"mode: anchor\ndenoise:\n  estimator: difference\n", "denoise.estimator: line 3: \"difference\" combines"},
+		{"mode: debias\ndenoise:\n  estimator: difference\n", "denoise.estimator: line 3:"},
+		{"denoise:\n  estimator: difference\n  signal_window: 0\n", "denoise.estimator: line 2: \"difference\" reads λ from the signal gate"},
+		{"denoise:\n  estimator: difference\n  wm_share_max: 0.5\n", "denoise.estimator: line 2: \"difference\" sets the world model's share"},
+		{"mode: anchor\ndenoise:\n  memory: true\n", "denoise.memory: line 3: replaces world-model scores"},
+		{"mode: grpo\ndenoise:\n  memory: true\n", "denoise.memory: line 3:"},
+		{"trajectory:\n  turns: 3\ndenoise:\n  memory: true\n", "denoise.memory: line 4: keys an execution"},
+	} {
+		if _, err := Parse(Default(), []byte(tt.give)); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want an error starting %q", tt.give, err, tt.want)
+		}
+	}
+	// Memory is carried to Fuse in the denoiser's JSON, and left out of it
+	// when off.
+	raw, err := json.Marshal(Default().DenoiseConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.DenoiseConfig().Memory {
-		t.Errorf("parsed %+v", c.Denoise)
+	if !strings.Contains(string(raw), `"memory":true`) {
+		t.Errorf("denoiser JSON %s", raw)
 	}
-	for _, v := range []any{Default(), Default().DenoiseConfig()} {
+	g, err := Parse(Default(), []byte("mode: grpo\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{g, g.DenoiseConfig()} {
 		raw, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(raw), "memory\"") {
-			t.Errorf("memory in the default's JSON: %s", raw)
+		if strings.Contains(string(raw), "memory\"") || strings.Contains(string(raw), "estimator") {
+			t.Errorf("grpo's JSON %s", raw)
 		}
-	}
-	_, err = Parse(Default(), []byte("mode: anchor\ndenoise:\n  memory: true\n"))
-	if want := "denoise.memory: line 3:"; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("memory in mode anchor: %v, want an error starting %q", err, want)
 	}
 }

@@ -172,12 +172,14 @@ type Denoise struct {
 	WMShareMax float64 `yaml:"wm_share_max" json:"wm_share_max,omitempty"`
 	// Estimator is how the update combines the anchor and world-model
 	// streams (denoise.Config): "" or "fused" (the paper's weights) or
-	// "difference" (the no-harm difference estimator); omitted from the
-	// JSON when "", so earlier runs' configurations encode as they did.
+	// "difference" (the no-harm difference estimator, the default where it
+	// applies: Config.DenoiseConfig); omitted from the JSON when "", so
+	// earlier runs' configurations encode as they did.
 	Estimator string `yaml:"estimator" json:"estimator,omitempty"`
 	// Memory scores a program the run already executed on the same task
 	// at an earlier step by that real score instead of the world model's
-	// (denoise.Config); omitted from the JSON when false, so earlier
+	// (denoise.Config; on by default where it applies:
+	// Config.DenoiseConfig); omitted from the JSON when false, so earlier
 	// runs' configurations encode as they did.
 	Memory bool `yaml:"memory" json:"memory,omitempty"`
 }
@@ -481,12 +483,35 @@ func (s Sandbox) Limits() backend.Limits {
 // DebiasConfig returns the debiaser's configuration.
 func (c Config) DebiasConfig() debias.Config { return c.Debias }
 
-// DenoiseConfig returns the denoiser's configuration.
-func (c Config) DenoiseConfig() denoise.Config { return c.Denoise.config() }
+// DenoiseConfig returns the denoiser's configuration as the run reads it.
+// The difference estimator and execution memory are the defaults
+// (Default), but they apply only where the method has what they need
+// (docs/design.md, "The default update"): only modes that fuse the two
+// streams read either; memory keys a real score by task and program, so
+// it is off in a mode that executes everything and with multi-turn
+// trajectories; and the difference estimator reads λ from the signal gate
+// and sets the world model's share itself, so without the gate
+// (signal_window 0) or with a share cap (wm_share_max) the update uses the
+// paper's fused weights (Denoise.config). A document that sets either
+// where it does not apply is refused by Load (checkDenoiseSet).
+func (c Config) DenoiseConfig() denoise.Config {
+	d := c.Denoise.config()
+	if c.Mode.Validate() != nil || !c.Mode.Pieces().Denoise {
+		d.Estimator, d.Memory = "", false
+	}
+	if d.Memory && (c.Mode.Pieces().ExecuteAll || c.Trajectory.Turns > 1) {
+		d.Memory = false
+	}
+	return d
+}
 
 func (d Denoise) config() denoise.Config {
+	est := d.Estimator
+	if est == denoise.EstimatorDifference && (d.SignalWindow == 0 || d.WMShareMax != 0) {
+		est = denoise.EstimatorFused
+	}
 	return denoise.Config{HalfLife: d.HalfLife, WarmUp: d.Warmup, RhoMax: d.RhoMax, Eta2Floor: d.Eta2Floor,
-		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax, Estimator: d.Estimator, Memory: d.Memory}
+		SignalWindow: d.SignalWindow, WMShareMax: d.WMShareMax, Estimator: est, Memory: d.Memory}
 }
 
 // AdvantageConfig returns the advantage configuration (at least 2 graded

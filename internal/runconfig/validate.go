@@ -166,42 +166,35 @@ func (c Config) checkActive() error {
 	return nil
 }
 
-// checkEstimator checks denoise.estimator against the rest of the
-// configuration (each field alone is checked by denoise.Config.Validate).
-func (c Config) checkEstimator() error {
-	if c.Denoise.Estimator != denoise.EstimatorDifference {
-		return nil
+// checkDenoiseSet refuses a denoise.estimator or denoise.memory that a
+// document set (set reports whether it did) where the run would not read
+// it (DenoiseConfig): a default that does not apply is left out quietly,
+// a setting the user wrote is not.
+func (c Config) checkDenoiseSet(set func(path string) bool) []error {
+	var errs []error
+	pc := c.Mode.Validate() == nil && c.Mode.Pieces().Denoise
+	if set("denoise.estimator") && c.Denoise.Estimator == denoise.EstimatorDifference {
+		switch {
+		case !pc:
+			errs = append(errs, bad("denoise.estimator", "%q combines anchor and world-model streams; mode %s does not fuse them (want wmrl or denoise)",
+				c.Denoise.Estimator, c.Mode))
+		case c.Denoise.SignalWindow == 0:
+			errs = append(errs, bad("denoise.estimator", "%q reads λ from the signal gate: set denoise.signal_window (e.g. %d)",
+				c.Denoise.Estimator, denoise.DefaultSignalWindow))
+		case c.Denoise.WMShareMax != 0:
+			errs = append(errs, bad("denoise.estimator", "%q sets the world model's share itself: leave denoise.wm_share_max at 0", c.Denoise.Estimator))
+		}
 	}
-	if !c.Mode.Pieces().Denoise {
-		return bad("denoise.estimator", "%q combines anchor and world-model streams; mode %s does not fuse them (want wmrl or denoise)",
-			c.Denoise.Estimator, c.Mode)
+	if set("denoise.memory") && c.Denoise.Memory {
+		switch {
+		case !pc || c.Mode.Pieces().ExecuteAll:
+			errs = append(errs, bad("denoise.memory", "replaces world-model scores by earlier executions; mode %s does not fuse the two (want wmrl or denoise)", c.Mode))
+		case c.Trajectory.Turns > 1:
+			errs = append(errs, bad("denoise.memory", "keys an execution by its task and program; with trajectory.turns %d a trajectory's score depends on its turns too",
+				c.Trajectory.Turns))
+		}
 	}
-	if c.Denoise.SignalWindow == 0 {
-		return bad("denoise.estimator", "%q reads λ from the signal gate: set denoise.signal_window (e.g. %d)",
-			c.Denoise.Estimator, denoise.DefaultSignalWindow)
-	}
-	if c.Denoise.WMShareMax != 0 {
-		return bad("denoise.estimator", "%q sets the world model's share itself: leave denoise.wm_share_max at 0", c.Denoise.Estimator)
-	}
-	return nil
-}
-
-// checkMemory checks denoise.memory: it replaces world-model scores, so it
-// needs a mode that trains on them next to executions, and it keys a real
-// score by (task, program), which is a trajectory's whole action only when
-// it has one turn.
-func (c Config) checkMemory() error {
-	if !c.Denoise.Memory {
-		return nil
-	}
-	if pc := c.Mode.Pieces(); !pc.Denoise || pc.ExecuteAll {
-		return bad("denoise.memory", "replaces world-model scores by earlier executions; mode %s does not fuse the two (want wmrl or denoise)", c.Mode)
-	}
-	if c.Trajectory.Turns > 1 {
-		return bad("denoise.memory", "keys an execution by its task and program; with trajectory.turns %d a trajectory's score depends on its turns too",
-			c.Trajectory.Turns)
-	}
-	return nil
+	return errs
 }
 
 // checkSelective checks anchors.selective: read only when it is enabled,
@@ -381,7 +374,6 @@ func (c Config) checks() []func() error {
 			{"estimator", func(d *Denoise, s Denoise) { d.Estimator = s.Estimator }, nil},
 			{"memory", func(d *Denoise, s Denoise) { d.Memory = s.Memory }, nil},
 		})...)
-	checks = append(checks, c.checkEstimator, c.checkMemory)
 	checks = append(checks, section("advantage.", c.Advantage, Default().Advantage, func(a Advantage) error { return a.config().Validate() },
 		[]field[Advantage]{
 			{"standardize", func(d *Advantage, s Advantage) { d.Standardize = s.Standardize }, nil},
@@ -529,4 +521,23 @@ func section[S any](prefix string, s, def S, validate func(S) error, fields []fi
 		}
 	}
 	return checks
+}
+
+// FitDenoise clears the denoise.estimator and denoise.memory that the run
+// would not read (DenoiseConfig), in the fields a document did not set
+// (set reports whether it did; nil: none set), so that the configuration
+// a run records says what it does, and a configuration written out and
+// read back is the same. Load calls it; a caller that changes the mode or
+// the turns of a loaded configuration calls it again.
+func (c *Config) FitDenoise(set func(path string) bool) {
+	if set == nil {
+		set = func(string) bool { return false }
+	}
+	eff := c.DenoiseConfig()
+	if !set("denoise.estimator") && c.Denoise.Estimator == denoise.EstimatorDifference && eff.Estimator != c.Denoise.Estimator {
+		c.Denoise.Estimator = eff.Estimator
+	}
+	if !set("denoise.memory") && c.Denoise.Memory && !eff.Memory {
+		c.Denoise.Memory = false
+	}
 }
