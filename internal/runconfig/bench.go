@@ -42,8 +42,7 @@ func BenchPreset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 2, 4, 4
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 4
-		c.Denoise = Denoise{HalfLife: 2, Warmup: 1, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
+		c.Denoise.HalfLife, c.Denoise.Warmup = 2, 1
 		c.Policy.Hidden = 16
 		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
 		c.ContinueAsNewEvery = 1
@@ -52,8 +51,7 @@ func BenchPreset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 30, 8, 8
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 16
-		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
+		c.Denoise.HalfLife, c.Denoise.Warmup = 8, 4
 		c.Eval = Eval{Every: 15, Samples: 8, Tasks: 0}
 		c.ContinueAsNewEvery = 10
 		c.Parallelism = 4

@@ -67,8 +67,7 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 3, 4, 4
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 8
-		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
+		c.Denoise.HalfLife, c.Denoise.Warmup = 4, 2
 		c.Policy.Hidden = 16
 		c.Eval = Eval{Every: 0, Samples: 2, Tasks: 2}
 		c.ContinueAsNewEvery = 2
@@ -78,8 +77,7 @@ func Preset(name string) (Config, error) {
 		c.Steps, c.Groups, c.Samples = 10, 8, 8
 		c.Anchors = Anchors{Fraction: 0.25, Min: 1}
 		c.Debias.MinPairs = 16
-		c.Denoise = Denoise{HalfLife: 8, Warmup: 4, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference, Memory: true}
+		c.Denoise.HalfLife, c.Denoise.Warmup = 8, 4
 		c.Eval = Eval{Every: 5, Samples: 8, Tasks: 4}
 		c.ContinueAsNewEvery = 5
 		c.Parallelism = 4
@@ -107,8 +105,7 @@ func Preset(name string) (Config, error) {
 		c.Debias.MinPairs = 8
 		// Execution memory keys a score by task and program, which is
 		// not a trajectory's whole action at 3 turns.
-		c.Denoise = Denoise{HalfLife: 4, Warmup: 2, RhoMax: 10, Eta2Floor: denoise.DefaultEta2Floor,
-			SignalWindow: denoise.DefaultSignalWindow, Estimator: denoise.EstimatorDifference}
+		c.Denoise.HalfLife, c.Denoise.Warmup, c.Denoise.Memory = 4, 2, false
 		c.Policy.LearningRate = 0.05
 		c.Eval = Eval{Every: 0, Samples: 4, Tasks: 0}
 		c.ContinueAsNewEvery = 3
